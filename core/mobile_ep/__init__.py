@@ -1,0 +1,59 @@
+"""mobile-ep: get ONNX models onto mobile accelerators (Android NNAPI, Apple Core ML) through backends.
+
+The public API for users (``check``/``convert`` live in :mod:`mobile_ep.api`) and for backend plugin
+authors: subclass :class:`Backend`, write :class:`OpRule` subclasses answering with :class:`Support`,
+and register the backend from a ``@hookimpl`` function ``mobile_ep_register_backends(register)``.
+"""
+
+from __future__ import annotations
+
+from onnx_ir import DataType
+
+from .capability import (
+    MAX_OPSET,
+    SUPPORTED,
+    Backend,
+    DuplicateRuleError,
+    Layout,
+    NodeUnit,
+    OpRule,
+    PartitionView,
+    RuleContext,
+    RuleRegistry,
+    Support,
+    UnitIO,
+    attr,
+    op_label,
+)
+from .errors import BackendError, MobileEpError, ModelError, UsageError, VerificationError
+from .hookspecs import hookimpl
+
+__version__ = "0.1.0"
+#: Version of the plugin API (hooks, Backend and OpRule contracts).  Bumped on incompatible changes.
+PLUGIN_API_VERSION = 1
+
+__all__ = [
+    "__version__",
+    "PLUGIN_API_VERSION",
+    "hookimpl",
+    "Backend",
+    "OpRule",
+    "RuleRegistry",
+    "RuleContext",
+    "NodeUnit",
+    "UnitIO",
+    "PartitionView",
+    "Support",
+    "SUPPORTED",
+    "DuplicateRuleError",
+    "Layout",
+    "MAX_OPSET",
+    "DataType",
+    "attr",
+    "op_label",
+    "MobileEpError",
+    "ModelError",
+    "UsageError",
+    "BackendError",
+    "VerificationError",
+]

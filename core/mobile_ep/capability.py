@@ -1,0 +1,573 @@
+"""The capability contract: what a backend can run, and why not.
+
+A backend owns a :class:`RuleRegistry` of :class:`OpRule` objects, one per op or op family, each
+registered under ``(domain, op_type)`` for a range of opsets.  ``OpRule.supports(unit, ctx)`` answers
+with a :class:`Support`, which is falsy and carries a human-readable reason when the node cannot run.
+
+Rules look at nodes through a :class:`RuleContext`, which knows the model (opsets, IR version), which
+values are constant, their shapes and dtypes, and the backend's options.  A rule never needs to touch
+ONNX protobufs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib
+import inspect
+import pkgutil
+import types
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import onnx_ir as ir
+
+__all__ = [
+    "MAX_OPSET",
+    "Support",
+    "SUPPORTED",
+    "UnitIO",
+    "NodeUnit",
+    "RuleContext",
+    "OpRule",
+    "RuleRegistry",
+    "DuplicateRuleError",
+    "Layout",
+    "Backend",
+    "PartitionView",
+    "attr",
+    "op_label",
+]
+
+#: Highest ai.onnx opset the execution providers we model accept (ORT's builders cap at 27).
+MAX_OPSET = 27
+
+Layout = Literal["NCHW", "NHWC"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Support answers
+# --------------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Support:
+    """The answer to "can this backend run that?".  Falsy when not, with a reason a user can act on."""
+
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    @classmethod
+    def yes(cls) -> Support:
+        return SUPPORTED
+
+    @classmethod
+    def no(cls, reason: str) -> Support:
+        if not reason:
+            raise ValueError("an unsupported answer needs a reason")
+        return cls(False, reason)
+
+    @classmethod
+    def check(cls, condition: object, reason: str) -> Support:
+        """``Support.yes()`` if *condition* is truthy, else ``Support.no(reason)``."""
+        return SUPPORTED if condition else cls(False, reason)
+
+
+SUPPORTED = Support(True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Node units: a single node, or a QDQ group (DequantizeLinear -> op -> QuantizeLinear) that a backend
+# takes or leaves as a whole.
+# --------------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class UnitIO:
+    """One logical input or output of a node unit.
+
+    For a QDQ unit the value is the *quantized* tensor (the DequantizeLinear input, or the
+    QuantizeLinear output) and ``scale`` / ``zero_point`` are the quantization parameters.
+    """
+
+    value: ir.Value
+    scale: ir.Value | None = None
+    zero_point: ir.Value | None = None
+
+    @property
+    def quantized(self) -> bool:
+        return self.scale is not None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NodeUnit:
+    """What a backend claims as one piece: one node, or a QDQ group around a target node."""
+
+    target: ir.Node
+    kind: Literal["single", "qdq"] = "single"
+    dq_nodes: tuple[ir.Node, ...] = ()
+    q_nodes: tuple[ir.Node, ...] = ()
+
+    @property
+    def nodes(self) -> tuple[ir.Node, ...]:
+        return (*self.dq_nodes, self.target, *self.q_nodes)
+
+    @property
+    def op_type(self) -> str:
+        return self.target.op_type
+
+    @property
+    def domain(self) -> str:
+        return self.target.domain
+
+    @property
+    def name(self) -> str:
+        return self.target.name or ""
+
+    @property
+    def inputs(self) -> tuple[UnitIO | None, ...]:
+        """The unit's inputs in the target's input order; ``None`` for omitted optional inputs."""
+        result: list[UnitIO | None] = []
+        dq_outputs = {dq.outputs[0]: dq for dq in self.dq_nodes}
+        for value in self.target.inputs:
+            if value is None:
+                result.append(None)
+            elif value in dq_outputs:
+                dq = dq_outputs[value]
+                result.append(UnitIO(dq.inputs[0], _input(dq, 1), _input(dq, 2)))  # type: ignore[arg-type]
+            else:
+                result.append(UnitIO(value))
+        return tuple(result)
+
+    @property
+    def outputs(self) -> tuple[UnitIO, ...]:
+        q_by_input = {q.inputs[0]: q for q in self.q_nodes}
+        result = []
+        for value in self.target.outputs:
+            q = q_by_input.get(value)
+            if q is not None:
+                result.append(UnitIO(q.outputs[0], _input(q, 1), _input(q, 2)))
+            else:
+                result.append(UnitIO(value))
+        return tuple(result)
+
+    def __repr__(self) -> str:
+        return f"NodeUnit({self.kind}, {op_label(self.target)} {self.name!r})"
+
+
+def _input(node: ir.Node, index: int) -> ir.Value | None:
+    return node.inputs[index] if index < len(node.inputs) else None
+
+
+def op_label(node: ir.Node) -> str:
+    """``Conv`` for the default domain, ``com.microsoft:FusedConv`` otherwise."""
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Attributes
+# --------------------------------------------------------------------------------------------------
+def attr(node: ir.Node, name: str, default: Any = None) -> Any:
+    """An attribute's plain Python value: int, float, str, tuple of those, a tensor or a graph."""
+    a = node.attributes.get(name)
+    if a is None:
+        return default
+    if isinstance(a, ir.RefAttr):
+        return default
+    value = a.value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, (list, tuple)):
+        return tuple(v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v for v in value)
+    return value
+
+
+# --------------------------------------------------------------------------------------------------
+# What rules see
+# --------------------------------------------------------------------------------------------------
+class RuleContext:
+    """The model-level facts a rule needs, and a memo of answers.
+
+    ``ctx.options`` is the backend's options object.  Shapes come back as tuples whose entries are
+    ``int`` for known dims and ``None`` for symbolic or unknown ones; ``None`` for unknown rank.
+    """
+
+    def __init__(self, model: ir.Model, backend: Backend, graph: ir.Graph | None = None) -> None:
+        self.model = model
+        self.graph = graph if graph is not None else model.graph
+        self.backend = backend
+        self.options = backend.options
+        self._memo: dict[int, Support] = {}
+        self.units: Mapping[ir.Node, NodeUnit] = {}
+
+    # -- model ------------------------------------------------------------------------------------
+    def opset(self, domain: str = "") -> int:
+        if domain == "ai.onnx":
+            domain = ""
+        version = self.model.opset_imports.get(domain)
+        if version is None and domain == "":
+            version = self.model.opset_imports.get("ai.onnx")
+        return int(version) if version is not None else 0
+
+    def node_opset(self, node: ir.Node) -> int:
+        return self.opset(node.domain)
+
+    # -- values -----------------------------------------------------------------------------------
+    def is_constant(self, value: ir.Value | None) -> bool:
+        """True for an initializer that a session cannot override.
+
+        From ONNX IR version 4 on, an initializer that is also a graph input is only a default and may be
+        replaced at run time, so it is not constant (ORT's ``CanOverrideInitializer``).
+        """
+        if value is None or not value.is_initializer() or value.const_value is None:
+            return False
+        return not (value.is_graph_input() and (self.model.ir_version or 0) >= 4)
+
+    def constant(self, value: ir.Value | None) -> np.ndarray | None:
+        """The value of a constant initializer as a numpy array, else ``None``."""
+        if not self.is_constant(value):
+            return None
+        assert value is not None and value.const_value is not None
+        return value.const_value.numpy()
+
+    def shape(self, value: ir.Value | None) -> tuple[int | None, ...] | None:
+        if value is None or value.shape is None:
+            if value is not None and value.const_value is not None:
+                return tuple(int(d) for d in value.const_value.shape)
+            return None
+        return tuple(d if isinstance(d, int) else None for d in value.shape)
+
+    def rank(self, value: ir.Value | None) -> int | None:
+        shape = self.shape(value)
+        return None if shape is None else len(shape)
+
+    def static_shape(self, value: ir.Value | None) -> tuple[int, ...] | None:
+        """The shape if every dim is known, else ``None``."""
+        shape = self.shape(value)
+        if shape is None or any(d is None for d in shape):
+            return None
+        return typing.cast(tuple[int, ...], shape)
+
+    def dtype(self, value: ir.Value | None) -> ir.DataType | None:
+        if value is None:
+            return None
+        if value.dtype is not None:
+            return value.dtype
+        if value.const_value is not None:
+            return value.const_value.dtype
+        return None
+
+    def producer(self, value: ir.Value | None) -> ir.Node | None:
+        return None if value is None else value.producer()
+
+    def consumers(self, value: ir.Value) -> list[ir.Node]:
+        return [use.node for use in value.uses()]
+
+    def is_graph_output(self, value: ir.Value) -> bool:
+        return value in self.graph.outputs
+
+    # -- other nodes --------------------------------------------------------------------------------
+    def unit_of(self, node: ir.Node) -> NodeUnit:
+        return self.units.get(node) or NodeUnit(node)
+
+    def claims(self, node: ir.Node) -> Support:
+        """Whether this backend supports *node* (memoized; for rules that depend on neighbours)."""
+        return self.claims_unit(self.unit_of(node))
+
+    def claims_unit(self, unit: NodeUnit) -> Support:
+        key = id(unit.target)
+        if key not in self._memo:
+            self._memo[key] = Support.no("cyclic support query")  # guards rules that look back at us
+            self._memo[key] = self.backend.supports(unit, self)
+        return self._memo[key]
+
+
+# --------------------------------------------------------------------------------------------------
+# Op rules
+# --------------------------------------------------------------------------------------------------
+class OpRule:
+    """Support check (and, for compiling backends, lowering) of one op or op family.
+
+    Subclasses set ``op_types`` (and ``domain``) and implement :meth:`check`.  A backend normally
+    defines its own intermediate base class whose :meth:`check_common` runs the checks every op of that
+    backend goes through (static shapes, dtypes, feature level, ...) before the op's own check, as
+    ONNX Runtime's ``BaseOpBuilder`` does.
+
+    The docstring of :meth:`check` (or the class) is shown in ``mobile-ep ops`` as the op's conditions.
+    """
+
+    domain: ClassVar[str] = ""
+    op_types: ClassVar[tuple[str, ...]] = ()
+    #: Opsets this rule is registered for: other rules may cover other ranges of the same op.
+    opsets: ClassVar[tuple[int, int]] = (1, 10_000)
+    #: Opsets the op is *supported* in; outside it the answer is "unsupported" with the reason.
+    min_opset: ClassVar[int] = 1
+    max_opset: ClassVar[int] = MAX_OPSET
+
+    def supports(self, unit: NodeUnit, ctx: RuleContext) -> Support:
+        """Common checks, then the op's own.  Exceptions are the caller's to isolate."""
+        result = self.check_common(unit, ctx)
+        if not result:
+            return result
+        return self.check(unit, ctx)
+
+    def check_common(self, unit: NodeUnit, ctx: RuleContext) -> Support:
+        opset = ctx.node_opset(unit.target)
+        if opset < self.min_opset:
+            return Support.no(f"opset {opset} is below the minimum {self.min_opset}")
+        if opset > self.max_opset:
+            return Support.no(f"opset {opset} is above the maximum {self.max_opset}")
+        return SUPPORTED
+
+    def check(self, unit: NodeUnit, ctx: RuleContext) -> Support:
+        return SUPPORTED
+
+    # -- documentation --------------------------------------------------------------------------------
+    def conditions(self, op_type: str) -> list[str]:
+        """Human-readable conditions for the docs, generated from the rule's own attributes and docstring."""
+        items = []
+        if self.min_opset > 1 or self.max_opset != MAX_OPSET:
+            items.append(f"opset {self.min_opset}–{self.max_opset}")
+        doc = inspect.getdoc(type(self).check) if type(self).check is not OpRule.check else None
+        doc = doc or inspect.getdoc(type(self))
+        if doc:
+            items.append(" ".join(doc.split("\n\n")[0].split()))
+        return items
+
+
+class DuplicateRuleError(ValueError):
+    """Two rules claim the same (domain, op_type) for overlapping opsets."""
+
+
+class RuleRegistry:
+    """Rules by (domain, op_type) and opset range.  Refuses duplicates unless told to override."""
+
+    def __init__(self, rules: Iterable[OpRule] = ()) -> None:
+        self._rules: dict[tuple[str, str], list[OpRule]] = {}
+        for rule in rules:
+            self.add(rule)
+
+    @staticmethod
+    def _key(domain: str, op_type: str) -> tuple[str, str]:
+        return ("" if domain == "ai.onnx" else domain, op_type)
+
+    def add(self, rule: OpRule, *, override: bool = False) -> None:
+        if not rule.op_types:
+            raise ValueError(f"{type(rule).__name__} declares no op_types")
+        lo, hi = rule.opsets
+        for op_type in rule.op_types:
+            entries = self._rules.setdefault(self._key(rule.domain, op_type), [])
+            clashes = [r for r in entries if r.opsets[0] <= hi and lo <= r.opsets[1]]
+            if clashes and not override:
+                other = type(clashes[0]).__name__
+                raise DuplicateRuleError(
+                    f"{type(rule).__name__} and {other} both register {rule.domain or 'ai.onnx'}:{op_type} "
+                    f"for overlapping opsets {rule.opsets} / {clashes[0].opsets}"
+                )
+            for clash in clashes:
+                entries.remove(clash)
+            entries.append(rule)
+            entries.sort(key=lambda r: r.opsets)
+
+    def add_module(self, module: types.ModuleType, *, override: bool = False) -> None:
+        """Register every concrete OpRule subclass *defined* in *module* (imported names are ignored)."""
+        for obj in vars(module).values():
+            if (
+                isinstance(obj, type)
+                and issubclass(obj, OpRule)
+                and obj.__module__ == module.__name__
+                and obj.op_types
+                and not inspect.isabstract(obj)
+            ):
+                self.add(obj(), override=override)
+
+    @classmethod
+    def from_package(cls, package: types.ModuleType | str) -> RuleRegistry:
+        """Build a registry from every module of a package (one module per op or op family)."""
+        if isinstance(package, str):
+            package = importlib.import_module(package)
+        registry = cls()
+        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+            if info.name.startswith("_"):
+                continue
+            registry.add_module(importlib.import_module(f"{package.__name__}.{info.name}"))
+        return registry
+
+    def lookup(self, domain: str, op_type: str, opset: int) -> OpRule | None:
+        for rule in self._rules.get(self._key(domain, op_type), ()):
+            if rule.opsets[0] <= opset <= rule.opsets[1]:
+                return rule
+        return None
+
+    def __iter__(self) -> Iterator[tuple[str, str, OpRule]]:
+        for (domain, op_type), rules in sorted(self._rules.items()):
+            for rule in rules:
+                yield domain, op_type, rule
+
+    def op_types(self) -> list[tuple[str, str]]:
+        return sorted(self._rules)
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        return self._key(*key) in self._rules
+
+
+# --------------------------------------------------------------------------------------------------
+# Partitions as backends see them (for filters)
+# --------------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class PartitionView:
+    """A group of units a backend is about to claim; backends may veto it in ``accept_partition``."""
+
+    backend: str
+    units: tuple[NodeUnit, ...]
+    inputs: tuple[ir.Value, ...]
+    outputs: tuple[ir.Value, ...]
+
+    @property
+    def nodes(self) -> tuple[ir.Node, ...]:
+        return tuple(n for u in self.units for n in u.nodes)
+
+
+# --------------------------------------------------------------------------------------------------
+# Backends
+# --------------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class NoOptions:
+    """A backend without options."""
+
+
+class Backend:
+    """A target accelerator: its op rules, options, layout and partition policy.
+
+    Subclass it, set ``name``, ``version`` and (optionally) ``Options``, a frozen dataclass whose fields
+    carry ``metadata={"help": ...}``, and implement :meth:`build_rules`.
+    """
+
+    name: ClassVar[str] = ""
+    version: ClassVar[str] = "0"
+    #: Shown by ``mobile-ep list``.
+    description: ClassVar[str] = ""
+    preferred_layout: ClassVar[Layout] = "NCHW"
+    Options: ClassVar[type] = NoOptions
+
+    def __init__(self, options: Any = None) -> None:
+        if not self.name:
+            raise TypeError(f"{type(self).__name__} must set a name")
+        self.options = options if options is not None else self.Options()
+        self.rules = self.build_rules()
+
+    # -- configuration ------------------------------------------------------------------------------
+    def build_rules(self) -> RuleRegistry:
+        raise NotImplementedError
+
+    def configure(self, values: Mapping[str, str]) -> Backend:
+        """A copy of this backend with options parsed from strings (``{"api_level": "29"}``)."""
+        if not values:
+            return self
+        options = parse_options(self.Options, values, current=self.options, backend=self.name)
+        return type(self)(options)
+
+    def qdq_ops(self) -> frozenset[str]:
+        """Op types this backend takes as whole QDQ units (DequantizeLinear -> op -> QuantizeLinear)."""
+        return frozenset()
+
+    # -- capability ---------------------------------------------------------------------------------
+    def supports(self, unit: NodeUnit, ctx: RuleContext) -> Support:
+        opset = ctx.node_opset(unit.target)
+        rule = self.rules.lookup(unit.domain, unit.op_type, opset)
+        if rule is None:
+            if (unit.domain, unit.op_type) in self.rules:
+                return Support.no(f"opset {opset} is not covered by any {self.name} rule")
+            return Support.no(f"{self.name} has no rule for {op_label(unit.target)}")
+        return rule.supports(unit, ctx)
+
+    def excluded_nodes(self, graph: ir.Graph, ctx: RuleContext) -> Mapping[ir.Node, str]:
+        """Nodes this backend must not take whatever their rules say (e.g. NNAPI's stop ops)."""
+        return {}
+
+    def accept_partition(self, partition: PartitionView, ctx: RuleContext) -> Support:
+        """Veto a proposed partition (a falsy answer's reason is shown for each of its nodes)."""
+        return SUPPORTED
+
+    def describe_options(self) -> list[tuple[str, str, str]]:
+        """(name, default, help) for each option."""
+        result = []
+        for field in dataclasses.fields(self.Options):
+            default = getattr(self.Options(), field.name)
+            result.append((field.name, _format_option(default), field.metadata.get("help", "")))
+        return result
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} {self.version}>"
+
+
+def _format_option(value: Any) -> str:
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if isinstance(value, (tuple, list, frozenset)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def parse_options(options_type: type, values: Mapping[str, str], *, current: Any, backend: str) -> Any:
+    """Parse string option values into a new options dataclass instance; errors name the option."""
+    from .errors import UsageError
+
+    fields = {f.name: f for f in dataclasses.fields(options_type)}
+    hints = typing.get_type_hints(options_type)
+    changes: dict[str, Any] = {}
+    for key, raw in values.items():
+        name = key.replace("-", "_")
+        if name not in fields:
+            known = ", ".join(sorted(fields)) or "none"
+            raise UsageError(f"{backend}: unknown option {key!r} (options: {known})")
+        try:
+            changes[name] = _convert_option(hints[name], raw)
+        except ValueError as exc:
+            raise UsageError(f"{backend}: option {key}={raw!r}: {exc}") from None
+    try:
+        return dataclasses.replace(current, **changes)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"{backend}: {exc}") from None
+
+
+def _convert_option(hint: Any, raw: str) -> Any:
+    origin = typing.get_origin(hint)
+    if hint is bool:
+        lowered = raw.strip().lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise ValueError("expected true or false")
+    if hint is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError("expected an integer") from None
+    if hint is float:
+        return float(raw)
+    if hint is str:
+        return raw
+    if origin is Literal:
+        choices = typing.get_args(hint)
+        for choice in choices:
+            if str(choice).lower() == raw.strip().lower():
+                return choice
+        raise ValueError(f"expected one of {', '.join(map(str, choices))}")
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        for member in hint:
+            if raw.strip().lower() in (str(member.value).lower(), member.name.lower()):
+                return member
+        raise ValueError(f"expected one of {', '.join(str(m.value) for m in hint)}")
+    if origin in (tuple, frozenset, list, Sequence):
+        items = tuple(s.strip() for s in raw.split(",") if s.strip())
+        return frozenset(items) if origin is frozenset else items
+    raise ValueError(f"cannot parse options of type {hint}")
+
+
+RegisterBackend = Callable[[Backend], None]

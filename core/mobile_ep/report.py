@@ -1,0 +1,140 @@
+"""Rendering reports as text (for people) and JSON (for tools), and the generated op tables."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+
+from .api import BackendReport, CheckReport, ConvertReport
+from .capability import Backend
+
+__all__ = ["check_text", "convert_text", "to_json", "ops_markdown", "ops_text"]
+
+
+def to_json(report: CheckReport | ConvertReport, *, timings: bool = True) -> str:
+    data = report.as_dict()
+    if not timings:
+        data.pop("timings", None)
+    return json.dumps(data, indent=2)
+
+
+def _width() -> int:
+    return max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def _sizes(report: BackendReport) -> str:
+    sizes = [len(p.nodes) for p in report.partitions]
+    if len(sizes) > 12:
+        return ", ".join(map(str, sizes[:12])) + f", … ({len(sizes)} in all)"
+    return ", ".join(map(str, sizes))
+
+
+def backend_text(report: BackendReport, *, verbose: bool = False, width: int | None = None) -> list[str]:
+    width = width or _width()
+    options = " ".join(f"{k}={v}" for k, v in report.options.items())
+    lines = [_clip(f"{report.backend} {report.version}  [{options}]", width)]
+    pct = 100.0 * report.coverage
+    count = len(report.partitions)
+    noun = "partition" if count == 1 else "partitions"
+    summary = f"  {report.supported_nodes}/{report.nodes} nodes ({pct:.1f}%) in {count} {noun}"
+    if count:
+        summary += f" (sizes: {_sizes(report)})"
+    lines.append(_clip(summary, width))
+    lines.append(f"  verdict: {report.verdict}" + {
+        "YES": " - the model should perform well with this backend",
+        "MAYBE": " - worth measuring on a device",
+        "NO": " - likely slower than the CPU alone (too many partitions or too few nodes claimed)",
+    }[report.verdict])
+    if report.unsupported:
+        lines.append(f"  left on CPU ({len(report.unsupported)}):")
+        if verbose:
+            for item in report.unsupported:
+                lines.append(_clip(f"    {item.node:<24} {item.reason}", width))
+        else:
+            groups: dict[str, list[str]] = {}
+            for item in report.unsupported:
+                groups.setdefault(item.reason, []).append(item.node)
+            for reason, names in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+                head = f"    {len(names):>4} x  {reason}"
+                example = f"  ({', '.join(names[:3])}{', …' if len(names) > 3 else ''})"
+                lines.append(_clip(head + example, width))
+    return lines
+
+
+def check_text(report: CheckReport, *, verbose: bool = False) -> str:
+    width = _width()
+    lines = [_clip(f"{report.model}: {report.nodes} nodes (as an ORT session sees it after basic optimization)",
+                   width), ""]
+    for backend in report.backends.values():
+        lines.extend(backend_text(backend, verbose=verbose, width=width))
+        lines.append("")
+    if report.combined is not None:
+        placement = ", ".join(f"{k}: {v}" for k, v in report.combined.placement.items())
+        lines.append(_clip(f"together, in priority order {' > '.join(report.combined.order)}: {placement}", width))
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def convert_text(report: ConvertReport, *, verbose: bool = False) -> str:
+    width = _width()
+    lines = backend_text(report.check, verbose=verbose, width=width)
+    lines.append("  wrote:")
+    for kind, path in report.outputs.items():
+        lines.append(_clip(f"    {kind:<7}{path}", width))
+    if report.verification:
+        for v in report.verification:
+            status = "matches" if v.ok else "DIFFERS"
+            worst_abs = max((o.max_abs for o in v.outputs), default=0.0)
+            worst_rel = max((o.max_rel for o in v.outputs), default=0.0)
+            lines.append(_clip(f"  verify: {v.candidate} {status} the original "
+                               f"(max abs error {worst_abs:.2e}, max rel error {worst_rel:.2e})", width))
+    else:
+        lines.append("  verify: skipped (--no-verify)")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------------
+# Op tables, generated from the rule registries
+# --------------------------------------------------------------------------------------------------
+def _rows(backend: Backend) -> list[tuple[str, str, str]]:
+    rows = []
+    for domain, op_type, rule in backend.rules:
+        lo, hi = rule.opsets
+        registered = "" if (lo, hi) == (1, 10_000) else f" (opsets {lo}–{hi})"
+        label = op_type if not domain else f"{domain}:{op_type}"
+        conditions = "; ".join(rule.conditions(op_type)) or "-"
+        rows.append((label + registered, type(rule).__module__.rsplit(".", 1)[-1], conditions))
+    return rows
+
+
+def ops_markdown(backends: Sequence[Backend]) -> str:
+    out = []
+    for backend in backends:
+        out.append(f"## {backend.name} {backend.version}\n")
+        if backend.description:
+            out.append(backend.description.strip() + "\n")
+        options = ", ".join(f"`{n}={d}`" for n, d, _ in backend.describe_options())
+        if options:
+            out.append(f"Options (defaults): {options}\n")
+        out.append("| Op | Rule module | Conditions |")
+        out.append("|---|---|---|")
+        for label, module, conditions in _rows(backend):
+            out.append(f"| {label} | `{module}` | {conditions.replace('|', '/')} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def ops_text(backends: Sequence[Backend]) -> str:
+    width = _width()
+    out = []
+    for backend in backends:
+        out.append(f"{backend.name} {backend.version}: {len(backend.rules)} ops")
+        for label, _module, conditions in _rows(backend):
+            out.append(_clip(f"  {label:<28} {conditions}", width))
+        out.append("")
+    return "\n".join(out)
