@@ -154,7 +154,6 @@ class _Timer:
 def load_for_analysis(model_path: str | os.PathLike, workdir: str | os.PathLike) -> ir.Model:
     """Validate the model, then load it as an ORT session sees it after basic-level optimization."""
     path = pathlib.Path(model_path)
-    mir.read_proto(path)  # one-line errors for missing, empty, truncated or non-ONNX files
     mir.validate(path)
     optimized = mir.ort_optimized(path, workdir, level="basic")
     return mir.load(optimized, check=False)
@@ -253,6 +252,7 @@ def check(
 ) -> CheckReport:
     """What happens when this model is loaded in ORT Mobile with each backend's execution provider."""
     timer = _Timer()
+    mir.read_proto(model_path)  # a bad model is reported before anything else
     selected = resolve_backends(backends, options, plugins)
     with tempfile.TemporaryDirectory(prefix="mobile-ep-") as workdir:
         with timer("load"):
@@ -294,6 +294,7 @@ def convert(
 
     timer = _Timer()
     source = pathlib.Path(model_path)
+    mir.read_proto(source)
     (selected,) = resolve_backends([backend], options, plugins)
     out_dir = pathlib.Path(output_dir)
     paths = _output_paths(source, selected.name, out_dir)

@@ -173,7 +173,7 @@ def attr(node: ir.Node, name: str, default: Any = None) -> Any:
     a = node.attributes.get(name)
     if a is None:
         return default
-    if isinstance(a, ir.RefAttr):
+    if a.is_ref():
         return default
     value = a.value
     if isinstance(value, bytes):

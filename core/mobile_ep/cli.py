@@ -121,7 +121,10 @@ def main(ctx: click.Context, debug: bool, verbose: int, quiet: bool, strict: boo
       mobile-ep convert --ep coreml                    convert the built-in sample CNN
       mobile-ep ops --ep nnapi --format md             supported ops and their conditions
     """
+    # An embedding application may pass its own plugin manager as the context object.
+    given = ctx.obj if isinstance(ctx.obj, Plugins) else None
     ctx.obj = _State(debug, verbose, quiet, strict)
+    ctx.obj._plugins = given
     level = logging.DEBUG if verbose >= 2 else logging.WARNING
     logging.basicConfig(level=level, format="mobile-ep: %(levelname)s: %(name)s: %(message)s")
 
@@ -209,8 +212,9 @@ def convert(state: _State, model: pathlib.Path | None, ep: str, output: pathlib.
 
 
 @main.command(name="list")
+@click.option("-v", "--verbose", "verbose", count=True, help="Also show each backend's options.")
 @click.pass_obj
-def list_(state: _State) -> None:
+def list_(state: _State, verbose: int) -> None:
     """List installed backends: name, version, preferred layout, number of op rules, package.
 
     With -v, also each backend's options with their defaults.  Set MOBILE_EP_DISABLE_PLUGINS=1 to load
@@ -223,7 +227,7 @@ def list_(state: _State) -> None:
     for name, backend in backends.items():
         click.echo(f"{name:<10} {backend.version:<8} {backend.preferred_layout:<5} {len(backend.rules):>4} ops  "
                    f"{plugins.origin(name)}")
-        if state.verbose:
+        if state.verbose or verbose:
             if backend.description:
                 click.echo(f"    {backend.description}")
             for option, default, help_text in backend.describe_options():

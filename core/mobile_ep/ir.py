@@ -64,6 +64,11 @@ def read_proto(path: str | os.PathLike, *, load_external_data: bool = False) -> 
         raise ModelError(f"{p}: not an ONNX model (no graph or IR version in the file)")
     if not proto.opset_import and proto.ir_version >= 3:
         raise ModelError(f"{p}: invalid ONNX model: it imports no opset")
+    latest = onnx.defs.onnx_opset_version()
+    for opset in proto.opset_import:
+        if opset.domain in ("", "ai.onnx") and not 1 <= opset.version <= latest:
+            raise ModelError(f"{p}: unsupported opset: the model imports ai.onnx opset {opset.version}; "
+                             f"supported are 1 to {latest}")
     return proto
 
 
@@ -135,9 +140,11 @@ def prepare_for_save(model: ir.Model) -> ir.Model:
     if (model.ir_version or 0) < 4:
         # Under IR 3 initializers must be graph inputs and are constants; from IR 4 on that would make
         # them overridable.  Dropping them from the inputs keeps their meaning.
+        # ORT's optimizer may also drop a folded initializer yet keep its IR 3 input entry: an unused input
+        # that was never meant to be fed.
         for graph in model.graphs():
             for value in list(graph.inputs):
-                if value.is_initializer():
+                if value.is_initializer() or (not value.uses() and not value.is_graph_output()):
                     graph.inputs.remove(value)
     model.ir_version = target_ir_version(model)
     for graph in model.graphs():
@@ -176,6 +183,8 @@ def save(model: ir.Model, path: str | os.PathLike, *, external_data: str | None 
                 # onnx_ir wrote the data file next to tmp under the temporary name: fix the reference.
                 _rename_external(tmp, tmp_data.name, external_data)
         else:
+            # Small enough for one file: embed weights that still live in another file (e.g. a temp dir).
+            ir.external_data.load_to_model(model)
             ir.save(model, tmp)
     return path
 

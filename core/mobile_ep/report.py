@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import shutil
 from collections.abc import Sequence
 
@@ -37,7 +38,7 @@ def _sizes(report: BackendReport) -> str:
 def backend_text(report: BackendReport, *, verbose: bool = False, width: int | None = None) -> list[str]:
     width = width or _width()
     options = " ".join(f"{k}={v}" for k, v in report.options.items())
-    lines = [_clip(f"{report.backend} {report.version}  [{options}]", width)]
+    lines = [_clip(f"{report.backend} {report.version}" + (f"  [{options}]" if options else ""), width)]
     pct = 100.0 * report.coverage
     count = len(report.partitions)
     noun = "partition" if count == 1 else "partitions"
@@ -91,8 +92,8 @@ def convert_text(report: ConvertReport, *, verbose: bool = False) -> str:
             status = "matches" if v.ok else "DIFFERS"
             worst_abs = max((o.max_abs for o in v.outputs), default=0.0)
             worst_rel = max((o.max_rel for o in v.outputs), default=0.0)
-            lines.append(_clip(f"  verify: {v.candidate} {status} the original "
-                               f"(max abs error {worst_abs:.2e}, max rel error {worst_rel:.2e})", width))
+            lines.append(f"  verify: {pathlib.Path(v.candidate).name} {status} the original "
+                         f"(max abs error {worst_abs:.2e}, max rel error {worst_rel:.2e})")
     else:
         lines.append("  verify: skipped (--no-verify)")
     return "\n".join(lines) + "\n"

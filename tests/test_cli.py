@@ -1,0 +1,176 @@
+"""The command line: one-line errors with documented exit codes, check/convert/list/ops output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+from conftest import LIGHT_DIR, make_model, tensor
+from onnx import helper
+
+from mobile_ep import errors
+from mobile_ep.cli import main
+
+
+def run(args, plugins=None):
+    return CliRunner().invoke(main, args, obj=plugins, catch_exceptions=False)
+
+
+@pytest.fixture
+def relu_model(tmp_path):
+    path = tmp_path / "relu.onnx"
+    path.write_bytes(make_model([helper.make_node("Relu", ["x"], ["y"], name="relu"),
+                                 helper.make_node("Erf", ["y"], ["z"], name="erf")],
+                                [tensor("x", [1, 4])], [tensor("z", [1, 4])]).SerializeToString())
+    return path
+
+
+def bad_inputs(tmp_path):
+    good = make_model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [1])], [tensor("y", [1])])
+    data = good.SerializeToString()
+    cases = {}
+    (tmp_path / "truncated.onnx").write_bytes(data[: len(data) // 2])
+    cases["truncated"] = (tmp_path / "truncated.onnx", "not a valid ONNX model")
+    (tmp_path / "text.onnx").write_text("this is not a model\n")
+    cases["not onnx"] = (tmp_path / "text.onnx", "not")
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    cases["empty"] = (tmp_path / "empty.onnx", "empty file")
+    cases["missing"] = (tmp_path / "missing.onnx", "no such file")
+    cases["directory"] = (tmp_path, "is a directory")
+    future = make_model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [1])], [tensor("y", [1])], opset=99)
+    (tmp_path / "future.onnx").write_bytes(future.SerializeToString())
+    cases["unsupported opset"] = (tmp_path / "future.onnx", "unsupported opset: the model imports ai.onnx opset 99")
+    undefined = make_model([helper.make_node("Relu", ["nowhere"], ["y"])], [tensor("x", [1])], [tensor("y", [1])])
+    (tmp_path / "undefined.onnx").write_bytes(undefined.SerializeToString())
+    cases["undefined input"] = (tmp_path / "undefined.onnx", "invalid ONNX model")
+    return cases
+
+
+@pytest.mark.parametrize("command", ["check", "convert"])
+def test_bad_models_end_in_one_line_error_without_traceback(tmp_path, plugins, command):
+    for label, (path, message) in bad_inputs(tmp_path).items():
+        args = [command, str(path), "--ep", "toy"] + (["-o", str(tmp_path / "out")] if command == "convert" else [])
+        result = run(args, plugins)
+        assert result.exit_code == errors.EXIT_BAD_MODEL, (label, result.output)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, (label, result.stderr)
+        assert lines[0].startswith("mobile-ep: error: ") and message in lines[0], (label, lines[0])
+        assert "Traceback" not in result.output
+
+
+def test_error_in_a_real_process_has_no_traceback(tmp_path):
+    missing = tmp_path / "missing.onnx"
+    proc = subprocess.run([sys.executable, "-m", "mobile_ep.cli", "check", str(missing)],
+                          capture_output=True, text=True, env={**os.environ, "MOBILE_EP_DISABLE_PLUGINS": "1"})
+    assert proc.returncode == errors.EXIT_BAD_MODEL
+    assert proc.stderr.strip() == f"mobile-ep: error: {missing}: no such file"
+    assert proc.stdout == ""
+
+
+def test_input_is_never_modified(tmp_path, plugins, relu_model):
+    before = relu_model.read_bytes()
+    result = run(["convert", str(relu_model), "--ep", "toy", "-o", str(tmp_path / "out")], plugins)
+    assert result.exit_code == 0, result.output
+    assert relu_model.read_bytes() == before
+
+
+def test_refuses_to_overwrite_the_input(tmp_path, plugins):
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [1])], [tensor("y", [1])])
+    victim = tmp_path / "report.json"  # a model file named like one of convert's outputs
+    victim.write_bytes(model.SerializeToString())
+    before = victim.read_bytes()
+    result = run(["convert", str(victim), "--ep", "toy", "-o", str(tmp_path)], plugins)
+    assert result.exit_code == errors.EXIT_USAGE
+    assert "would overwrite the input model" in result.stderr
+    assert victim.read_bytes() == before
+
+
+def test_unknown_backend_and_bad_option_are_usage_errors(relu_model, plugins):
+    result = run(["check", str(relu_model), "--ep", "nope"], plugins)
+    assert result.exit_code == errors.EXIT_USAGE
+    assert result.stderr.strip() == "mobile-ep: error: unknown backend 'nope'; available: other, toy"
+    result = run(["check", str(relu_model), "--ep", "toy", "-O", "level=3"], plugins)
+    assert result.exit_code == errors.EXIT_USAGE
+    assert "toy: unknown option 'level'" in result.stderr
+    result = run(["check", str(relu_model), "--ep", "toy,other", "-O", "level=3"], plugins)
+    assert "name the backend" in result.stderr
+
+
+def test_check_json_has_the_documented_fields(relu_model, plugins):
+    result = run(["check", str(relu_model), "--ep", "toy", "--json"], plugins)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    toy = data["backends"]["toy"]
+    assert data["model"] == str(relu_model)
+    assert toy["nodes"] == 2 and toy["supported_nodes"] == 1
+    assert toy["partitions"] == [{"nodes": ["relu"], "ops": {"Relu": 1}, "inputs": ["x"], "outputs": ["y"]}]
+    assert toy["unsupported"] == [{"node": "erf", "op": "Erf", "reason": "Erf: toy has no rule for Erf"}]
+    assert toy["verdict"] == "NO"  # 1 partition with 50% of the nodes
+
+
+def test_check_text_is_a_summary(relu_model, plugins):
+    result = run(["check", str(relu_model), "--ep", "toy,other"], plugins)
+    assert result.exit_code == 0
+    out = result.stdout
+    assert "1/2 nodes (50.0%) in 1 partition" in out
+    assert "1 x  Erf: toy has no rule for Erf  (erf)" in out
+    assert "together, in priority order toy > other: toy: 1, other: 0, cpu: 1" in out
+
+
+def test_convert_writes_models_and_report(tmp_path, plugins, relu_model):
+    out = tmp_path / "out"
+    result = run(["convert", str(relu_model), "--ep", "toy", "-o", str(out)], plugins)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["relu.toy.onnx", "relu.toy.ort", "report.json"]
+    report = json.loads((out / "report.json").read_text())
+    assert report["backend"] == "toy"
+    assert [v["ok"] for v in report["verification"]] == [True, True]
+    assert "matches the original" in result.stdout
+
+
+def test_convert_without_model_uses_the_builtin_sample(tmp_path, plugins):
+    result = run(["convert", "--ep", "toy", "-o", str(tmp_path)], plugins)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "mobilenet_sample.toy.ort").exists()
+    assert "built-in sample" in result.stderr
+
+
+def test_list_and_ops(plugins):
+    result = run(["list", "-v"], plugins)
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[0].split()[:5] == ["toy", "1.0", "NCHW", "13", "ops"]
+    result = run(["ops", "--ep", "toy", "--format", "md"], plugins)
+    assert "| Relu | `conftest` | input 0 float32 with a static shape |" in result.stdout
+
+
+def test_list_with_plugins_blocked_shows_none(monkeypatch):
+    monkeypatch.setenv("MOBILE_EP_DISABLE_PLUGINS", "1")
+    result = run(["list"])
+    assert result.stdout.strip() == "no backends installed (MOBILE_EP_DISABLE_PLUGINS is set)"
+
+
+def test_internal_errors_are_one_line_unless_debug(tmp_path, relu_model):
+    from conftest import ToyBackend, ToyPlugin
+
+    from mobile_ep.plugins import make_plugins
+
+    class Exploding(ToyBackend):
+        name = "boom"
+
+        def supports(self, unit, ctx):
+            raise ZeroDivisionError("rule bug")
+
+    pm = make_plugins(entry_points=False, plugins=[ToyPlugin(Exploding())])
+    result = run(["check", str(relu_model), "--ep", "boom"], pm)
+    assert result.exit_code == errors.EXIT_FAILURE
+    assert result.stderr.strip().startswith("mobile-ep: internal error: ZeroDivisionError: rule bug")
+    with pytest.raises(ZeroDivisionError):
+        run(["--debug", "check", str(relu_model), "--ep", "boom"], pm)
+
+
+def test_light_models_exist():
+    assert len(list(LIGHT_DIR.glob("light_*.onnx"))) == 9
