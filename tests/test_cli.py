@@ -9,11 +9,10 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from conftest import LIGHT_DIR, make_model, tensor
-from onnx import helper
-
+from mepkit import LIGHT_DIR, make_model, tensor
 from mobile_ep import errors
 from mobile_ep.cli import main
+from onnx import helper
 
 
 def run(args, plugins=None):
@@ -144,7 +143,7 @@ def test_list_and_ops(plugins):
     assert result.exit_code == 0
     assert result.stdout.splitlines()[0].split()[:5] == ["toy", "1.0", "NCHW", "13", "ops"]
     result = run(["ops", "--ep", "toy", "--format", "md"], plugins)
-    assert "| Relu | `conftest` | input 0 float32 with a static shape |" in result.stdout
+    assert "| Relu | `mepkit` | input 0 float32 with a static shape |" in result.stdout
 
 
 def test_list_with_plugins_blocked_shows_none(monkeypatch):
@@ -154,8 +153,7 @@ def test_list_with_plugins_blocked_shows_none(monkeypatch):
 
 
 def test_internal_errors_are_one_line_unless_debug(tmp_path, relu_model):
-    from conftest import ToyBackend, ToyPlugin
-
+    from mepkit import ToyBackend, ToyPlugin
     from mobile_ep.plugins import make_plugins
 
     class Exploding(ToyBackend):

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-from conftest import OtherBackend, ToyBackend, ToyPlugin
-
 import mobile_ep
+import pytest
+from mepkit import OtherBackend, ToyBackend, ToyPlugin
 from mobile_ep import hookspecs
 from mobile_ep.errors import UsageError
 from mobile_ep.plugins import DISABLE_ENV, make_plugins
