@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pathlib
 
-import mobile_ep
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+import mobile_ep
 
 LIGHT_DIR = pathlib.Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 LIGHT_MODELS = sorted(LIGHT_DIR.glob("light_*.onnx"))

@@ -5,14 +5,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-import mobile_ep
 import numpy as np
 import pytest
+from onnx import helper
+
+import mobile_ep
 from mepkit import ToyBackend, const, make_model, tensor
 from mobile_ep import DuplicateRuleError, OpRule, RuleContext, RuleRegistry, Support
 from mobile_ep.errors import UsageError
 from mobile_ep.testing import as_model, node_support
-from onnx import helper
 
 
 def test_support_is_falsy_with_reason():

@@ -9,10 +9,11 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from onnx import helper
+
 from mepkit import LIGHT_DIR, make_model, tensor
 from mobile_ep import errors
 from mobile_ep.cli import main
-from onnx import helper
 
 
 def run(args, plugins=None):

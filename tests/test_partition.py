@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto, helper
+
 from mepkit import OtherBackend, ToyBackend, const, make_model, tensor
 from mobile_ep import Support
 from mobile_ep.partition import propose, verdict
 from mobile_ep.testing import as_model
-from onnx import TensorProto, helper
 
 
 def chain_with_gap():

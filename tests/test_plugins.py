@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import mobile_ep
 import pytest
+
+import mobile_ep
 from mepkit import OtherBackend, ToyBackend, ToyPlugin
 from mobile_ep import hookspecs
 from mobile_ep.errors import UsageError

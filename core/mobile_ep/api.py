@@ -13,9 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import onnx_ir as ir
 
-from . import export
+from . import export, runtime
 from . import ir as mir
-from . import runtime
 from .capability import Backend, op_label
 from .errors import BackendError, UsageError, VerificationError
 from .partition import BackendProposal, Proposal, propose

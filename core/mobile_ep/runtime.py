@@ -105,7 +105,7 @@ def run(path: str | os.PathLike, feeds: Mapping[str, np.ndarray]) -> dict[str, n
     except Exception as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: onnxruntime failed to run the model: {message}") from None
-    return dict(zip(names, values))
+    return dict(zip(names, values, strict=True))
 
 
 def compare(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray], *,

@@ -1,0 +1,77 @@
+"""Every light_* architecture shipped in the onnx wheel through `check` and `convert` with real backends."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from click.testing import CliRunner
+
+from mepkit import LIGHT_MODELS
+from mobile_ep import api, export
+from mobile_ep.cli import main
+from mobile_ep.plugins import make_plugins
+
+INSTALLED = sorted(make_plugins().backends())
+BUILTIN = [name for name in ("nnapi", "coreml") if name in INSTALLED]
+
+pytestmark = pytest.mark.skipif(not BUILTIN, reason="no built-in backend installed in this environment")
+
+
+def light(name):
+    return next(p for p in LIGHT_MODELS if p.name == f"{name}.onnx")
+
+
+@pytest.mark.skipif("nnapi" not in INSTALLED, reason="NNAPI backend not installed")
+def test_resnet50_on_nnapi_splits_at_every_sum_like_ort():
+    result = CliRunner().invoke(main, ["check", str(light("light_resnet50")), "--ep", "nnapi", "--json"])
+    assert result.exit_code == 0, result.output
+    nnapi = json.loads(result.stdout)["backends"]["nnapi"]
+    assert len(nnapi["partitions"]) == 17
+    assert [len(p["nodes"]) for p in nnapi["partitions"]] == [9, 6, 6, 7, 6, 6, 6, 7, 6, 6, 6, 6, 6, 7, 6, 6, 5]
+    assert nnapi["nodes"] == 123 and nnapi["supported_nodes"] == 107
+    assert {u["op"] for u in nnapi["unsupported"]} == {"Sum"}
+    assert len(nnapi["unsupported"]) == 16
+    assert all(u["reason"].startswith("Sum: ") and "Sum" in u["reason"][5:] for u in nnapi["unsupported"])
+    assert nnapi["verdict"] == "NO"
+
+
+@pytest.mark.parametrize("model", LIGHT_MODELS, ids=lambda p: p.stem)
+def test_check_every_light_model(model):
+    report = api.check(model, BUILTIN)
+    for name, backend in report.backends.items():
+        assert backend.nodes == report.nodes > 0
+        claimed = [n for p in backend.partitions for n in p.nodes]
+        assert len(claimed) == len(set(claimed)) == backend.supported_nodes
+        assert backend.supported_nodes + len(backend.unsupported) == backend.nodes, name
+        assert all(u.reason for u in backend.unsupported)
+        assert backend.verdict in ("YES", "MAYBE", "NO")
+
+
+@pytest.mark.parametrize("model", LIGHT_MODELS, ids=lambda p: p.stem)
+def test_convert_every_light_model_to_an_ort_file_that_matches(model, tmp_path):
+    for backend in BUILTIN:
+        out = tmp_path / backend
+        report = api.convert(model, backend, out)
+        ort_path = out / f"{model.stem}.{backend}.ort"
+        assert ort_path.exists() and (out / "report.json").exists()
+        assert [v.ok for v in report.verification] == [True, True]
+        # Independent re-check: load the .ort and compare with the original on fresh inputs.
+        original = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        converted = ort.InferenceSession(str(ort_path), providers=["CPUExecutionProvider"])
+        feeds = {i.name: np.random.default_rng(1).uniform(-1, 1, i.shape).astype(np.float32)
+                 for i in original.get_inputs()}
+        for a, b in zip(original.run(None, feeds), converted.run(None, feeds), strict=True):
+            np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-4)
+        # Runtime-style ORT format: no CPU fusion replaced an op an EP could claim.
+        ops = export.ort_format_ops(ort_path)
+        assert not any(op.startswith("com.microsoft") for op in ops), ops
+        # Partitions predicted by report.json are over the plain ops the .ort holds.
+        data = json.loads((out / "report.json").read_text())
+        for partition in data["partitioning"]["partitions"]:
+            assert set(partition["ops"]) <= ops
+        # The outputs replace each other cleanly: no temporary files left behind.
+        assert sorted(p.name for p in out.iterdir()) == sorted(
+            [f"{model.stem}.{backend}.onnx", f"{model.stem}.{backend}.ort", "report.json"])
