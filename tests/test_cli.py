@@ -153,7 +153,7 @@ def test_list_with_plugins_blocked_shows_none(monkeypatch):
     assert result.stdout.strip() == "no backends installed (MOBILE_EP_DISABLE_PLUGINS is set)"
 
 
-def test_internal_errors_are_one_line_unless_debug(tmp_path, relu_model):
+def test_a_backend_that_raises_costs_only_its_own_claims(relu_model):
     from mepkit import ToyBackend, ToyPlugin
     from mobile_ep.plugins import make_plugins
 
@@ -161,14 +161,39 @@ def test_internal_errors_are_one_line_unless_debug(tmp_path, relu_model):
         name = "boom"
 
         def supports(self, unit, ctx):
-            raise ZeroDivisionError("rule bug")
+            if unit.op_type == "Relu":
+                raise ZeroDivisionError("rule bug")
+            return super().supports(unit, ctx)
 
-    pm = make_plugins(entry_points=False, plugins=[ToyPlugin(Exploding())])
-    result = run(["check", str(relu_model), "--ep", "boom"], pm)
+    pm = make_plugins(entry_points=False, plugins=[ToyPlugin(Exploding(), ToyBackend())])
+    result = run(["check", str(relu_model), "--ep", "boom,toy", "--json"], pm)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["backends"]["boom"]["unsupported"][0] == {
+        "node": "relu", "op": "Relu",
+        "reason": "Relu: boom failed on this node (ZeroDivisionError: rule bug); left on CPU"}
+    assert data["backends"]["toy"]["supported_nodes"] == 1  # the other backend is unaffected
+    assert data["combined"]["placement"] == {"boom": 0, "toy": 1, "cpu": 1}
+    # --strict: the backend's failure is an error naming it.
+    result = run(["--strict", "check", str(relu_model), "--ep", "boom"], pm)
+    assert result.exit_code == errors.EXIT_BACKEND
+    assert result.stderr.strip() == ("mobile-ep: error: backend 'boom' raised ZeroDivisionError on Relu node "
+                                     "'relu': rule bug")
+
+
+def test_internal_errors_are_one_line_unless_debug(relu_model, plugins, monkeypatch):
+    from mobile_ep import report
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("renderer bug")
+
+    monkeypatch.setattr(report, "check_text", broken)
+    result = run(["check", str(relu_model), "--ep", "toy"], plugins)
     assert result.exit_code == errors.EXIT_FAILURE
-    assert result.stderr.strip().startswith("mobile-ep: internal error: ZeroDivisionError: rule bug")
+    assert result.stderr.strip() == ("mobile-ep: internal error: ZeroDivisionError: renderer bug "
+                                     "(rerun with --debug for the traceback)")
     with pytest.raises(ZeroDivisionError):
-        run(["--debug", "check", str(relu_model), "--ep", "boom"], pm)
+        run(["--debug", "check", str(relu_model), "--ep", "toy"], plugins)
 
 
 def test_light_models_exist():

@@ -25,8 +25,10 @@ from .capability import (
     attr,
     op_label,
 )
+from .compile import CompiledPartition, CompileError, TensorSpec
 from .errors import BackendError, MobileEpError, ModelError, UsageError, VerificationError
 from .hookspecs import hookimpl
+from .plugins import PluginApiError
 
 __version__ = "0.1.0"
 #: Version of the plugin API (hooks, Backend and OpRule contracts).  Bumped on incompatible changes.
@@ -56,4 +58,8 @@ __all__ = [
     "UsageError",
     "BackendError",
     "VerificationError",
+    "PluginApiError",
+    "CompiledPartition",
+    "TensorSpec",
+    "CompileError",
 ]

@@ -9,13 +9,13 @@ import os
 import pathlib
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import onnx_ir as ir
 
 from . import export, runtime
 from . import ir as mir
-from .capability import Backend, op_label
+from .capability import Backend, NodeUnit, Support, op_label
 from .errors import BackendError, UsageError, VerificationError
 from .partition import BackendProposal, Proposal, propose
 from .plugins import Plugins, make_plugins
@@ -230,12 +230,28 @@ def _combined(proposal: Proposal) -> CombinedReport:
     return CombinedReport(list(proposal.per_backend), placement, partitions)
 
 
-def analyze(model: ir.Model, backends: Sequence[Backend]) -> tuple[dict[str, BackendReport], CombinedReport | None]:
+def isolate_faults(strict: bool) -> Callable[[Backend, NodeUnit, Exception], Support]:
+    """What to do when a backend's code raises: cost it only its own claims, or (strict) stop."""
+
+    def on_error(backend: Backend, unit: NodeUnit, exc: Exception) -> Support:
+        where = f"{op_label(unit.target)} node {unit.name!r}"
+        message = " ".join(str(exc).split()) or "no message"
+        if strict:
+            raise BackendError(f"backend {backend.name!r} raised {type(exc).__name__} on {where}: {message}") from exc
+        log.warning("backend %s raised %s on %s: %s", backend.name, type(exc).__name__, where, message)
+        return Support.no(f"{backend.name} failed on this node ({type(exc).__name__}: {message}); left on CPU")
+
+    return on_error
+
+
+def analyze(model: ir.Model, backends: Sequence[Backend], *, strict: bool = False
+            ) -> tuple[dict[str, BackendReport], CombinedReport | None]:
+    on_error = isolate_faults(strict)
     reports = {}
     for backend in backends:
-        proposal = propose(model, [backend])
+        proposal = propose(model, [backend], on_error=on_error)
         reports[backend.name] = backend_report(backend, proposal.per_backend[backend.name], proposal.nodes)
-    combined = _combined(propose(model, backends)) if len(backends) > 1 else None
+    combined = _combined(propose(model, backends, on_error=on_error)) if len(backends) > 1 else None
     return reports, combined
 
 
@@ -248,6 +264,7 @@ def check(
     *,
     options: Mapping[str, Mapping[str, str]] | None = None,
     plugins: Plugins | None = None,
+    strict: bool = False,
 ) -> CheckReport:
     """What happens when this model is loaded in ORT Mobile with each backend's execution provider."""
     timer = _Timer()
@@ -257,7 +274,7 @@ def check(
         with timer("load"):
             model = load_for_analysis(model_path, workdir)
         with timer("partition"):
-            reports, combined = analyze(model, selected)
+            reports, combined = analyze(model, selected, strict=strict)
     return CheckReport(str(model_path), len(list(model.graph)), reports, combined, timer.timings)
 
 
@@ -282,6 +299,7 @@ def convert(
     plugins: Plugins | None = None,
     verify: bool = True,
     seed: int = 0,
+    strict: bool = False,
 ) -> ConvertReport:
     """Write the EP-aware model (ONNX and ORT format) and ``report.json`` into *output_dir*.
 
@@ -305,7 +323,7 @@ def convert(
         with timer("load"):
             model = load_for_analysis(source, workdir)
         with timer("partition"):
-            proposal = propose(model, [selected])
+            proposal = propose(model, [selected], on_error=isolate_faults(strict))
             report = backend_report(selected, proposal.per_backend[selected.name], proposal.nodes)
         out_dir.mkdir(parents=True, exist_ok=True)
         with timer("export_onnx"):

@@ -453,6 +453,9 @@ class Backend:
     description: ClassVar[str] = ""
     preferred_layout: ClassVar[Layout] = "NCHW"
     Options: ClassVar[type] = NoOptions
+    #: The plugin API this backend is written for (``mobile_ep.PLUGIN_API_VERSION``): ``N``, or an
+    #: inclusive range ``(LOW, HIGH)``; ``None`` declares nothing.  Checked when the backend registers.
+    plugin_api: ClassVar[int | tuple[int, int] | None] = None
 
     def __init__(self, options: Any = None) -> None:
         if not self.name:

@@ -166,7 +166,7 @@ def check(state: _State, model: pathlib.Path | None, eps: str | None, option_val
     options = _parse_options(option_values, names)
     with tempfile.TemporaryDirectory(prefix="mobile-ep-sample-") as tmp:
         path = model if model is not None else _sample(pathlib.Path(tmp), state)
-        result = api.check(path, names or None, options=options, plugins=state.plugins)
+        result = api.check(path, names or None, options=options, plugins=state.plugins, strict=state.strict)
     if as_json:
         click.echo(report.to_json(result))
     elif not state.quiet:
@@ -204,7 +204,8 @@ def convert(state: _State, model: pathlib.Path | None, ep: str, output: pathlib.
     names = [ep]
     options = _parse_options(option_values, names)
     path = model if model is not None else _sample(output, state)
-    result = api.convert(path, ep, output, options=options, plugins=state.plugins, verify=verify, seed=seed)
+    result = api.convert(path, ep, output, options=options, plugins=state.plugins, verify=verify, seed=seed,
+                         strict=state.strict)
     if as_json:
         click.echo(report.to_json(result))
     elif not state.quiet:

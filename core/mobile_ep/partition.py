@@ -238,8 +238,15 @@ def propose(
         units = build_node_units(graph, backend.qdq_ops(), nodes)
         ctx.units = units
         order, consumers, in_degree = _unit_edges(nodes, units)
-        excluded = backend.excluded_nodes(graph, ctx)
         rejected: dict[ir.Node, str] = {}
+        try:
+            excluded = dict(backend.excluded_nodes(graph, ctx))
+        except Exception as exc:
+            if on_error is None:
+                raise
+            # A broken exclusion hook costs the backend all its claims, nothing else.
+            answer = on_error(backend, units[nodes[0]], exc) if nodes else Support.no(str(exc))
+            excluded = dict.fromkeys(nodes, answer.reason)
 
         def is_supported(unit: NodeUnit, backend: Backend = backend, ctx: RuleContext = ctx,
                          excluded: Mapping[ir.Node, str] = excluded, rejected: dict[ir.Node, str] = rejected) -> bool:
@@ -267,7 +274,12 @@ def propose(
         for group in wave_groups(order, consumers, in_degree, is_supported):
             inputs, outputs = _partition_io(group, graph)
             view = PartitionView(backend.name, tuple(group), inputs, outputs)
-            verdict_ = backend.accept_partition(view, ctx)
+            try:
+                verdict_ = backend.accept_partition(view, ctx)
+            except Exception as exc:
+                if on_error is None:
+                    raise
+                verdict_ = on_error(backend, group[0], exc)
             group_nodes = tuple(n for u in group for n in u.nodes)
             if not verdict_:
                 for node in group_nodes:

@@ -2,6 +2,10 @@
 
 Set ``MOBILE_EP_DISABLE_PLUGINS=1`` to load no entry-point plugins at all, or to a comma-separated
 list of entry-point names (``nnapi,coreml``) to block those.
+
+A broken plugin (an import error, a hook with a wrong signature or a misspelled name, an exception while
+registering, a backend needing another plugin API) costs only itself: it is recorded in
+:attr:`Plugins.errors` by name, and the CLI warns (or, with ``--strict``, stops with exit code 5).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import importlib.metadata
 import logging
 import os
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import pluggy
 
@@ -18,7 +23,7 @@ from . import hookspecs
 from .capability import Backend, RuleRegistry
 from .errors import BackendError, UsageError
 
-__all__ = ["DISABLE_ENV", "PluginError", "Plugins", "make_plugins"]
+__all__ = ["DISABLE_ENV", "PluginError", "PluginApiError", "Plugins", "make_plugins", "check_plugin_api"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +37,16 @@ class PluginError:
 
     plugin: str
     message: str
+    #: The exception behind it, when there is one.
+    error: BaseException | None = dataclasses.field(default=None, compare=False)
+
+
+class PluginApiError(BackendError):
+    """A backend declares a plugin API (``Backend.plugin_api``) this mobile-ep does not provide."""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split()) or "no message"
 
 
 def _blocked_names() -> set[str] | None:
@@ -69,8 +84,12 @@ class Plugins:
             try:
                 plugin = ep.load()
                 self.manager.register(plugin, name=ep.name)
+            except pluggy.PluginValidationError as exc:  # e.g. a hook with a parameter no hookspec has
+                self.errors.append(PluginError(ep.name, f"has an invalid hook: {_one_line(exc)}", exc))
+                continue
             except Exception as exc:  # a broken plugin must not take the tool down
-                self.errors.append(PluginError(ep.name, f"failed to load: {type(exc).__name__}: {exc}"))
+                self.errors.append(PluginError(ep.name, f"failed to load: {type(exc).__name__}: {_one_line(exc)}",
+                                               exc))
                 continue
             dist = getattr(ep, "dist", None)
             self._origins[ep.name] = f"{dist.name} {dist.version}" if dist is not None else ep.value
@@ -88,10 +107,21 @@ class Plugins:
         self._backends = None
 
     def _check_pending(self) -> None:
-        try:
-            self.manager.check_pending()
-        except pluggy.PluginValidationError as exc:
-            self.errors.append(PluginError(getattr(exc, "plugin_name", "?") or "?", str(exc)))
+        """Report every implementation of an unknown (misspelled?) hook once, by plugin name.
+
+        pluggy's ``check_pending()`` stops at the first one and names the plugin object, not its name.
+        """
+        known = sorted(name for name in dir(hookspecs) if name.startswith("mobile_ep_"))
+        for hook_name, hook in vars(self.manager.hook).items():
+            if hook_name.startswith("_") or hook.has_spec():
+                continue
+            for impl in hook.get_hookimpls():
+                if impl.optionalhook:
+                    continue
+                plugin = self.manager.get_name(impl.plugin) or repr(impl.plugin)
+                message = f"implements unknown hook {hook_name!r} (known hooks: {', '.join(known)})"
+                if PluginError(plugin, message) not in self.errors:
+                    self.errors.append(PluginError(plugin, message))
 
     # -- backends ---------------------------------------------------------------------------------
     def backends(self) -> Mapping[str, Backend]:
@@ -120,8 +150,11 @@ class Plugins:
 
             try:
                 impl(register=register)
+            except BackendError as exc:  # a contract violation we diagnosed: our message says it all
+                self.errors.append(PluginError(name, f"failed to register backends: {exc}", exc))
             except Exception as exc:
-                self.errors.append(PluginError(name, f"failed to register backends: {type(exc).__name__}: {exc}"))
+                self.errors.append(PluginError(
+                    name, f"failed to register backends: {type(exc).__name__}: {_one_line(exc)}", exc))
         return found
 
     def backend(self, name: str) -> Backend:
@@ -147,8 +180,44 @@ class Plugins:
 def _validate(backend: object, plugin: str) -> None:
     if not isinstance(backend, Backend):
         raise BackendError(f"plugin {plugin!r} registered {backend!r}, which is not a mobile_ep.Backend")
+    check_plugin_api(backend, plugin)
     if not isinstance(backend.rules, RuleRegistry):
         raise BackendError(f"plugin {plugin!r}: backend {backend.name!r} has no RuleRegistry")
+
+
+def _api_range(declared: Any) -> tuple[int, int] | None:
+    if isinstance(declared, int) and not isinstance(declared, bool):
+        return declared, declared
+    if (isinstance(declared, tuple) and len(declared) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in declared) and declared[0] <= declared[1]):
+        return declared
+    return None
+
+
+def check_plugin_api(backend: Backend, plugin: str | None = None) -> None:
+    """Raise :class:`PluginApiError` unless *backend* can run on this mobile-ep's plugin API.
+
+    A backend declares ``plugin_api = N`` (it needs plugin API N) or ``plugin_api = (LOW, HIGH)`` (it
+    works with any of LOW..HIGH); ``None`` (the default) declares nothing and is not checked.
+    """
+    from . import PLUGIN_API_VERSION, __version__
+
+    declared = getattr(backend, "plugin_api", None)
+    if declared is None:
+        return
+    where = f"plugin {plugin!r}: backend {backend.name!r}" if plugin else f"backend {backend.name!r}"
+    span = _api_range(declared)
+    if span is None:
+        raise PluginApiError(f"{where} declares plugin_api={declared!r}; expected an int or an (min, max) "
+                             "tuple of ints")
+    low, high = span
+    if low <= PLUGIN_API_VERSION <= high:
+        return
+    needed = str(low) if low == high else f"{low} to {high}"
+    advice = ("upgrade mobile-ep" if low > PLUGIN_API_VERSION
+              else "upgrade the plugin, or use an older mobile-ep")
+    raise PluginApiError(f"{where} needs mobile-ep plugin API {needed}, but mobile-ep {__version__} provides "
+                         f"plugin API {PLUGIN_API_VERSION}: {advice}")
 
 
 def make_plugins(*, entry_points: bool = True, plugins: Iterable[object] = ()) -> Plugins:
