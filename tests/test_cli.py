@@ -107,7 +107,13 @@ def test_check_json_has_the_documented_fields(relu_model, plugins):
     toy = data["backends"]["toy"]
     assert data["model"] == str(relu_model)
     assert toy["nodes"] == 2 and toy["supported_nodes"] == 1
-    assert toy["partitions"] == [{"nodes": ["relu"], "ops": {"Relu": 1}, "inputs": ["x"], "outputs": ["y"]}]
+    (partition,) = toy["partitions"]
+    assert {k: partition[k] for k in ("nodes", "ops", "inputs", "outputs")} == {
+        "nodes": ["relu"], "ops": {"Relu": 1}, "inputs": ["x"], "outputs": ["y"]}
+    # A single Relu on 4 floats is not worth two copies: the cost model says so.
+    assert partition["estimate"]["kept"] is False
+    assert partition["estimate"]["reason"].startswith("not worth its copies")
+    assert partition["estimate"]["flops"] == 4 and partition["estimate"]["boundary_bytes"] == 32
     assert toy["unsupported"] == [{"node": "erf", "op": "Erf", "reason": "Erf: toy has no rule for Erf"}]
     assert toy["verdict"] == "NO"  # 1 partition with 50% of the nodes
 

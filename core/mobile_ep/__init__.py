@@ -29,6 +29,7 @@ from .compile import CompiledPartition, CompileError, TensorSpec
 from .errors import BackendError, MobileEpError, ModelError, UsageError, VerificationError
 from .hookspecs import hookimpl
 from .plugins import PluginApiError
+from .rewrite import Builder, Rewrite
 
 __version__ = "0.1.0"
 #: Version of the plugin API (hooks, Backend and OpRule contracts).  Bumped on incompatible changes.
@@ -38,6 +39,8 @@ __all__ = [
     "__version__",
     "PLUGIN_API_VERSION",
     "hookimpl",
+    "Rewrite",
+    "Builder",
     "Backend",
     "OpRule",
     "RuleRegistry",

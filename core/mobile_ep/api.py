@@ -1,9 +1,22 @@
-"""The Python API behind the CLI: ``check`` and ``convert``, returning typed reports."""
+"""The Python API behind the CLI: ``check`` and ``convert``, returning typed reports.
+
+The pipeline behind both:
+
+1. validate the model (one-line errors);
+2. fix shapes (``--shape`` / ``--dim``), if asked;
+3. onnxruntime's basic-level optimizations — the graph every ORT session partitions; with static
+   shapes its constant folding also removes Shape/Range/Expand sub-graphs;
+4. per backend: legalizing rewrites where the backend then claims the result;
+5. partitioning (ORT's algorithm) and the cost model (which partitions are worth their copies);
+   rewrites that only created partitions the cost model rejects are undone;
+6. export (EP-aware ONNX, ORT format with CPU fusions recorded for CPU nodes) and verification.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import pathlib
@@ -15,9 +28,11 @@ import onnx_ir as ir
 
 from . import export, runtime
 from . import ir as mir
-from .capability import Backend, NodeUnit, Support, op_label
+from .capability import Backend, NodeUnit, RuleContext, Support, op_label
+from .cost import PartitionCost, select_partitions
 from .errors import BackendError, UsageError, VerificationError
 from .partition import BackendProposal, Proposal, propose
+from .passes import FixShapesPass, LegalizePass
 from .plugins import Plugins, make_plugins
 
 __all__ = [
@@ -27,6 +42,7 @@ __all__ = [
     "CombinedReport",
     "CheckReport",
     "ConvertReport",
+    "PipelineOptions",
     "load_for_analysis",
     "resolve_backends",
     "check",
@@ -37,8 +53,30 @@ log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------------
-# Report objects
+# Options and report objects
 # --------------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class PipelineOptions:
+    """What ``convert`` (and ``check``'s "after convert" view) does beyond ORT's own optimizations."""
+
+    #: Input shapes by input name (``None``: the model's only input).
+    shapes: Mapping[str | None, Sequence[int]] = dataclasses.field(default_factory=dict)
+    #: Values of named symbolic dims.
+    dims: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    #: Apply the backend's legalizing rewrites.
+    legalize: bool = True
+    #: Judge partitions with the cost model.
+    cost_model: bool = True
+    #: Keep at most this many partitions (by estimated saving), as TFLite's delegates do.
+    max_partitions: int | None = None
+    #: Drop partitions with fewer nodes.
+    min_nodes: int | None = None
+
+    @property
+    def fixes_shapes(self) -> bool:
+        return bool(self.shapes or self.dims)
+
+
 @dataclasses.dataclass
 class NodeReason:
     node: str
@@ -52,6 +90,8 @@ class PartitionReport:
     ops: dict[str, int]
     inputs: list[str]
     outputs: list[str]
+    #: The cost model's view: FLOPs, boundary bytes, estimated saving, kept or not and why.
+    estimate: dict | None = None
 
 
 @dataclasses.dataclass
@@ -64,13 +104,17 @@ class BackendReport:
     partitions: list[PartitionReport]
     unsupported: list[NodeReason]
     verdict: str
+    #: Rewrites applied (after convert only).
+    rewrites: list[dict] = dataclasses.field(default_factory=list)
+    #: What would help, in words.
+    suggestions: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def coverage(self) -> float:
         return self.supported_nodes / self.nodes if self.nodes else 0.0
 
     def as_dict(self) -> dict:
-        return {
+        result = {
             "backend": self.backend,
             "version": self.version,
             "options": self.options,
@@ -80,6 +124,11 @@ class BackendReport:
             "unsupported": [dataclasses.asdict(u) for u in self.unsupported],
             "verdict": self.verdict,
         }
+        if self.rewrites:
+            result["rewrites"] = self.rewrites
+        if self.suggestions:
+            result["suggestions"] = self.suggestions
+        return result
 
 
 @dataclasses.dataclass
@@ -100,6 +149,9 @@ class CheckReport:
     nodes: int
     backends: dict[str, BackendReport]
     combined: CombinedReport | None = None
+    #: The same analysis after ``mobile-ep convert`` (shape fixes, rewrites), per backend.
+    after_convert: dict[str, BackendReport] = dataclasses.field(default_factory=dict)
+    shape_changes: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -110,6 +162,10 @@ class CheckReport:
         }
         if self.combined is not None:
             result["combined"] = self.combined.as_dict()
+        if self.after_convert:
+            result["after_convert"] = {name: b.as_dict() for name, b in self.after_convert.items()}
+        if self.shape_changes:
+            result["shape_changes"] = self.shape_changes
         result["timings"] = self.timings
         return result
 
@@ -121,17 +177,30 @@ class ConvertReport:
     outputs: dict[str, str]
     check: BackendReport
     verification: list[runtime.Verification]
+    #: The same analysis on the original model, as ORT Mobile would see it without mobile-ep.
+    before: BackendReport | None = None
+    shape_changes: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {
+        result = {
             "model": self.model,
             "backend": self.backend,
             "outputs": self.outputs,
             "partitioning": self.check.as_dict(),
-            "verification": [v.as_dict() for v in self.verification],
-            "timings": self.timings,
         }
+        if self.before is not None:
+            result["before"] = {
+                "nodes": self.before.nodes,
+                "supported_nodes": self.before.supported_nodes,
+                "partitions": len(self.before.partitions),
+                "verdict": self.before.verdict,
+            }
+        if self.shape_changes:
+            result["shape_changes"] = self.shape_changes
+        result["verification"] = [v.as_dict() for v in self.verification]
+        result["timings"] = self.timings
+        return result
 
 
 # --------------------------------------------------------------------------------------------------
@@ -150,11 +219,30 @@ class _Timer:
             self.timings[step] = round(self.timings.get(step, 0.0) + time.perf_counter() - start, 4)
 
 
-def load_for_analysis(model_path: str | os.PathLike, workdir: str | os.PathLike) -> ir.Model:
-    """Validate the model, then load it as an ORT session sees it after basic-level optimization."""
+def _optimized_path(model_path: str | os.PathLike, workdir: str | os.PathLike, options: PipelineOptions | None
+                    ) -> tuple[pathlib.Path, dict[str, list[str]]]:
+    """Validate, fix shapes if asked, and write the basic-optimized model into *workdir*."""
     path = pathlib.Path(model_path)
     mir.validate(path)
-    optimized = mir.ort_optimized(path, workdir, level="basic")
+    changes: dict[str, list[str]] = {}
+    source = path
+    if options is not None and options.fixes_shapes:
+        model = mir.load(path, check=False)
+        fix = FixShapesPass(options.shapes, options.dims)
+        fix(model)
+        changes = {name: list(change) for name, change in fix.changes.items()}
+        fixed_dir = pathlib.Path(workdir) / "fixed"
+        fixed_dir.mkdir(exist_ok=True)
+        source = mir.save(model, fixed_dir / "fixed.onnx")
+    out_dir = pathlib.Path(workdir) / ("shaped" if source != path else "asis")
+    out_dir.mkdir(exist_ok=True)
+    return mir.ort_optimized(source, out_dir, level="basic"), changes
+
+
+def load_for_analysis(model_path: str | os.PathLike, workdir: str | os.PathLike,
+                      options: PipelineOptions | None = None) -> ir.Model:
+    """Validate the model, then load it as an ORT session sees it after basic-level optimization."""
+    optimized, _ = _optimized_path(model_path, workdir, options)
     return mir.load(optimized, check=False)
 
 
@@ -192,26 +280,24 @@ def _options_dict(backend: Backend) -> dict[str, str]:
     return {f.name: _format_option(getattr(backend.options, f.name)) for f in dataclasses.fields(backend.options)}
 
 
-def _node_name(node: ir.Node) -> str:
-    return node.name or ""
-
-
 def _reason(node: ir.Node, reason: str) -> str:
     label = op_label(node)
     return reason if reason.startswith(label) else f"{label}: {reason}"
 
 
-def backend_report(backend: Backend, proposal: BackendProposal, nodes: Sequence[ir.Node]) -> BackendReport:
+def backend_report(backend: Backend, proposal: BackendProposal, nodes: Sequence[ir.Node],
+                   costs: Sequence[PartitionCost] | None = None) -> BackendReport:
     partitions = []
-    for p in proposal.partitions:
+    for i, p in enumerate(proposal.partitions):
         ops: dict[str, int] = {}
         for n in p.nodes:
             ops[op_label(n)] = ops.get(op_label(n), 0) + 1
         partitions.append(PartitionReport(
-            [_node_name(n) for n in p.nodes], dict(sorted(ops.items())),
-            [v.name or "" for v in p.inputs if not (v.is_initializer())], [v.name or "" for v in p.outputs]))
+            [n.name or "" for n in p.nodes], dict(sorted(ops.items())),
+            [v.name or "" for v in p.inputs if not v.is_initializer()], [v.name or "" for v in p.outputs],
+            costs[i].as_dict() if costs is not None else None))
     unsupported = [
-        NodeReason(_node_name(n), op_label(n), _reason(n, proposal.rejected[n]))
+        NodeReason(n.name or "", op_label(n), _reason(n, proposal.rejected[n]))
         for n in nodes if n in proposal.rejected
     ]
     return BackendReport(
@@ -246,13 +332,72 @@ def isolate_faults(strict: bool) -> Callable[[Backend, NodeUnit, Exception], Sup
 
 def analyze(model: ir.Model, backends: Sequence[Backend], *, strict: bool = False
             ) -> tuple[dict[str, BackendReport], CombinedReport | None]:
+    """Each backend alone on *model*, and all of them together in priority order."""
     on_error = isolate_faults(strict)
     reports = {}
     for backend in backends:
         proposal = propose(model, [backend], on_error=on_error)
-        reports[backend.name] = backend_report(backend, proposal.per_backend[backend.name], proposal.nodes)
+        bp = proposal.per_backend[backend.name]
+        costs = select_partitions(bp.partitions, RuleContext(model, backend), backend.cost_params())
+        reports[backend.name] = backend_report(backend, bp, proposal.nodes, costs)
     combined = _combined(propose(model, backends, on_error=on_error)) if len(backends) > 1 else None
     return reports, combined
+
+
+def _dynamic_inputs(model: ir.Model) -> list[str]:
+    return [v.name or "" for v in model.graph.inputs
+            if not v.is_initializer() and (v.shape is None or any(not isinstance(d, int) for d in v.shape))]
+
+
+def _suggestions(before: BackendReport, after: BackendReport | None, model: ir.Model) -> list[str]:
+    hints = []
+    dynamic = _dynamic_inputs(model)
+    if dynamic and any("dynamic" in u.reason or "static" in u.reason for u in before.unsupported):
+        names = ", ".join(dynamic)
+        hints.append(f"inputs with dynamic shapes ({names}) keep nodes off the accelerator: fix them with "
+                     f"--shape NAME=D1,D2,... or --dim PARAM=VALUE")
+    if after is not None and after.rewrites:
+        counts: dict[str, int] = {}
+        for r in after.rewrites:
+            counts[r["rewrite"]] = counts.get(r["rewrite"], 0) + 1
+        done = ", ".join(f"{name} x{n}" for name, n in sorted(counts.items()))
+        hints.append(f"mobile-ep convert rewrites nodes the backend cannot take: {done}")
+    if after is not None and len(after.partitions) < len(before.partitions):
+        hints.append(f"mobile-ep convert: {len(before.partitions)} -> {len(after.partitions)} partitions, "
+                     f"{before.supported_nodes}/{before.nodes} -> {after.supported_nodes}/{after.nodes} nodes claimed")
+    return hints
+
+
+@dataclasses.dataclass
+class _Plan:
+    model: ir.Model
+    report: BackendReport
+
+
+def _plan(optimized: pathlib.Path, backend: Backend, options: PipelineOptions, strict: bool) -> _Plan:
+    """Legalize for *backend*, partition, judge partitions; undo rewrites that only made bad partitions."""
+    on_error = isolate_faults(strict)
+    skip: set[str] = set()
+    for _attempt in range(2):
+        model = mir.load(optimized, check=False)
+        legal = LegalizePass(backend, skip=skip) if options.legalize else None
+        if legal is not None:
+            legal(model)
+        proposal = propose(model, [backend], on_error=on_error)
+        bp = proposal.per_backend[backend.name]
+        ctx = RuleContext(model, backend)
+        costs = select_partitions(bp.partitions, ctx, backend.cost_params(), max_partitions=options.max_partitions,
+                                  min_nodes=options.min_nodes, use_cost=options.cost_model)
+        produced = {n.name: a.node for a in (legal.applied if legal else []) for n in a.nodes}
+        undo = {produced[n.name] for p, c in zip(bp.partitions, costs, strict=True) if not c.kept
+                for n in p.nodes if n.name in produced and all(m.name in produced for m in p.nodes)}
+        if not undo or undo <= skip:
+            break
+        skip |= undo
+    report = backend_report(backend, bp, proposal.nodes, costs)
+    if legal is not None:
+        report.rewrites = [a.as_dict() for a in legal.applied]
+    return _Plan(model, report)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -265,17 +410,31 @@ def check(
     options: Mapping[str, Mapping[str, str]] | None = None,
     plugins: Plugins | None = None,
     strict: bool = False,
+    pipeline: PipelineOptions | None = None,
+    after_convert: bool = True,
 ) -> CheckReport:
-    """What happens when this model is loaded in ORT Mobile with each backend's execution provider."""
+    """What ORT Mobile does with the model today, per backend, and what it would do after ``convert``."""
     timer = _Timer()
+    pipeline = pipeline or PipelineOptions()
     mir.read_proto(model_path)  # a bad model is reported before anything else
     selected = resolve_backends(backends, options, plugins)
     with tempfile.TemporaryDirectory(prefix="mobile-ep-") as workdir:
         with timer("load"):
-            model = load_for_analysis(model_path, workdir)
+            as_is_path, _ = _optimized_path(model_path, workdir, None)
+            model = mir.load(as_is_path, check=False)
         with timer("partition"):
             reports, combined = analyze(model, selected, strict=strict)
-    return CheckReport(str(model_path), len(list(model.graph)), reports, combined, timer.timings)
+        after: dict[str, BackendReport] = {}
+        changes: dict[str, list[str]] = {}
+        if after_convert:
+            with timer("after_convert"):
+                optimized, changes = _optimized_path(model_path, workdir, pipeline) if pipeline.fixes_shapes \
+                    else (as_is_path, {})
+                for backend in selected:
+                    after[backend.name] = _plan(optimized, backend, pipeline, strict).report
+        for backend in selected:
+            reports[backend.name].suggestions = _suggestions(reports[backend.name], after.get(backend.name), model)
+    return CheckReport(str(model_path), len(list(model.graph)), reports, combined, after, changes, timer.timings)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -300,6 +459,7 @@ def convert(
     verify: bool = True,
     seed: int = 0,
     strict: bool = False,
+    pipeline: PipelineOptions | None = None,
 ) -> ConvertReport:
     """Write the EP-aware model (ONNX and ORT format) and ``report.json`` into *output_dir*.
 
@@ -307,9 +467,8 @@ def convert(
     inputs; a mismatch raises :class:`VerificationError` (the files and the report are kept for
     inspection).
     """
-    import json
-
     timer = _Timer()
+    pipeline = pipeline or PipelineOptions()
     source = pathlib.Path(model_path)
     mir.read_proto(source)
     (selected,) = resolve_backends([backend], options, plugins)
@@ -321,21 +480,27 @@ def convert(
             raise UsageError(f"output {p} would overwrite the input model; choose another --output folder")
     with tempfile.TemporaryDirectory(prefix="mobile-ep-") as workdir:
         with timer("load"):
-            model = load_for_analysis(source, workdir)
+            as_is, _ = _optimized_path(source, workdir, None)
+            optimized, changes = _optimized_path(source, workdir, pipeline) if pipeline.fixes_shapes else (as_is, {})
         with timer("partition"):
-            proposal = propose(model, [selected], on_error=isolate_faults(strict))
-            report = backend_report(selected, proposal.per_backend[selected.name], proposal.nodes)
+            before_model = mir.load(as_is, check=False)
+            before = backend_report(selected, propose(before_model, [selected], on_error=isolate_faults(strict))
+                                    .per_backend[selected.name], list(before_model.graph))
+            plan = _plan(optimized, selected, pipeline, strict)
         out_dir.mkdir(parents=True, exist_ok=True)
         with timer("export_onnx"):
-            export.write_onnx(model, paths["onnx"])
+            export.write_onnx(plan.model, paths["onnx"])
         with timer("export_ort"):
             export.write_ort(paths["onnx"], paths["ort"])
+    report = plan.report
+    report.suggestions = _suggestions(before, report, before_model)
     verification: list[runtime.Verification] = []
     if verify:
         with timer("verify"):
-            verification = runtime.verify(source, [paths["onnx"], paths["ort"]], seed=seed)
+            verification = runtime.verify(source, [paths["onnx"], paths["ort"]], seed=seed,
+                                          dims=pipeline.dims, shapes=_named_shapes(pipeline, before_model))
     result = ConvertReport(str(source), selected.name, {k: str(v) for k, v in paths.items()}, report,
-                           verification, timer.timings)
+                           verification, before, changes, timer.timings)
     with mir.atomic_path(paths["report"]) as tmp:
         tmp.write_text(json.dumps(result.as_dict(), indent=2) + "\n")
     failed = [v for v in verification if not v.ok]
@@ -346,3 +511,11 @@ def convert(
             f"{worst.max_abs:.3g}{' (' + worst.note + ')' if worst.note else ''}; see {paths['report']}"
         )
     return result
+
+
+def _named_shapes(pipeline: PipelineOptions, model: ir.Model) -> dict[str, Sequence[int]]:
+    shapes = dict(pipeline.shapes)
+    if None in shapes:
+        inputs = [v.name for v in model.graph.inputs if not v.is_initializer()]
+        shapes[inputs[0] if inputs else ""] = shapes.pop(None)
+    return shapes  # type: ignore[return-value]

@@ -200,6 +200,8 @@ class RuleContext:
         self.options = backend.options
         self._memo: dict[int, Support] = {}
         self.units: Mapping[ir.Node, NodeUnit] = {}
+        #: Constants a rewrite is about to add (not yet registered as initializers of the graph).
+        self.pending_constants: set[ir.Value] = set()
 
     # -- model ------------------------------------------------------------------------------------
     def opset(self, domain: str = "") -> int:
@@ -220,6 +222,8 @@ class RuleContext:
         From ONNX IR version 4 on, an initializer that is also a graph input is only a default and may be
         replaced at run time, so it is not constant (ORT's ``CanOverrideInitializer``).
         """
+        if value is not None and value in self.pending_constants:
+            return True
         if value is None or not value.is_initializer() or value.const_value is None:
             return False
         return not (value.is_graph_input() and (self.model.ir_version or 0) >= 4)
@@ -473,6 +477,16 @@ class Backend:
             return self
         options = parse_options(self.Options, values, current=self.options, backend=self.name)
         return type(self)(options)
+
+    def rewrites(self) -> Sequence[Any]:
+        """Legalizing rewrites (:class:`mobile_ep.Rewrite`) this backend wants, tried in this order."""
+        return ()
+
+    def cost_params(self) -> Any:
+        """Constants of the cost model (:class:`mobile_ep.cost.CostParams`) for this accelerator."""
+        from .cost import CostParams
+
+        return CostParams()
 
     def qdq_ops(self) -> frozenset[str]:
         """Op types this backend takes as whole QDQ units (DequantizeLinear -> op -> QuantizeLinear)."""

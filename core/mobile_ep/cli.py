@@ -37,6 +37,7 @@ class _State:
     def plugins(self) -> Plugins:
         if self._plugins is None:
             self._plugins = make_plugins()
+            self._plugins.backends()  # a plugin failing to register its backends is broken too
             for error in self._plugins.errors:
                 if self.strict:
                     raise _PluginFailure(f"plugin {error.plugin!r} {error.message}")
@@ -134,6 +135,41 @@ _OPTION_HELP = ("Backend option BACKEND.KEY=VALUE, repeatable (e.g. -O nnapi.api
                 "-O coreml.model_format=NeuralNetwork); `mobile-ep list -v` shows every option.")
 
 
+def _pipeline_options(f):
+    """--shape, --dim, --max-partitions, --min-nodes, --no-legalize, --no-cost-model."""
+    options = [
+        click.option("--shape", "shapes", multiple=True, metavar="NAME=D1,D2,...",
+                     help="Fix an input's shape (repeatable); NAME= may be left out for a one-input model."),
+        click.option("--dim", "dims", multiple=True, metavar="PARAM=VALUE",
+                     help="Fix every dim named PARAM (repeatable), e.g. --dim batch=1."),
+        click.option("--max-partitions", type=click.IntRange(min=1), default=None,
+                     help="Keep at most N partitions, those with the largest estimated saving."),
+        click.option("--min-nodes", type=click.IntRange(min=1), default=None,
+                     help="Drop partitions with fewer than N nodes."),
+        click.option("--legalize/--no-legalize", default=True, show_default=True,
+                     help="Rewrite nodes the backend cannot take into equivalent nodes it can."),
+        click.option("--cost-model/--no-cost-model", default=True, show_default=True,
+                     help="Judge partitions by estimated compute saved versus bytes copied."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _pipeline(shapes: tuple[str, ...], dims: tuple[str, ...], max_partitions: int | None, min_nodes: int | None,
+              legalize: bool, cost_model: bool) -> api.PipelineOptions:
+    from .passes import parse_dim, parse_shape
+
+    parsed_shapes: dict[str | None, tuple[int, ...]] = {}
+    for text in shapes:
+        name, value = parse_shape(text)
+        if name in parsed_shapes:
+            raise UsageError(f"--shape {name or '(the input)'} given twice")
+        parsed_shapes[name] = value
+    parsed_dims = dict(parse_dim(text) for text in dims)
+    return api.PipelineOptions(parsed_shapes, parsed_dims, legalize, cost_model, max_partitions, min_nodes)
+
+
 def _sample(directory: pathlib.Path, state: _State) -> pathlib.Path:
     from .samples import write_sample
 
@@ -147,26 +183,32 @@ def _sample(directory: pathlib.Path, state: _State) -> pathlib.Path:
 @click.argument("model", required=False, type=click.Path(path_type=pathlib.Path))
 @click.option("--ep", "eps", metavar="NAMES", help=_EP_HELP)
 @click.option("-O", "--option", "option_values", multiple=True, metavar="B.KEY=VALUE", help=_OPTION_HELP)
+@_pipeline_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.pass_obj
 def check(state: _State, model: pathlib.Path | None, eps: str | None, option_values: tuple[str, ...],
-          as_json: bool) -> None:
+          shapes: tuple[str, ...], dims: tuple[str, ...], max_partitions: int | None, min_nodes: int | None,
+          legalize: bool, cost_model: bool, as_json: bool) -> None:
     """Predict how ORT Mobile's execution providers will partition MODEL.
 
     The model is analysed as an ONNX Runtime session sees it after the basic-level optimizations every
     session applies.  For each backend: the partitions, the nodes claimed, every node left on the CPU
-    with the reason, and ORT's verdict (YES / MAYBE / NO).
+    with the reason, and ORT's verdict (YES / MAYBE / NO) -- as ORT Mobile sees the model today, and
+    after `mobile-ep convert` (with the given --shape/--dim fixes and the backend's rewrites).
 
     \b
     Examples:
       mobile-ep check resnet50.onnx --ep nnapi
       mobile-ep check model.onnx --ep nnapi,coreml -O nnapi.api_level=28 --json > report.json
+      mobile-ep check ocr.onnx --ep nnapi --shape x=1,3,48,320
     """
     names = _parse_eps(eps)
     options = _parse_options(option_values, names)
+    pipeline = _pipeline(shapes, dims, max_partitions, min_nodes, legalize, cost_model)
     with tempfile.TemporaryDirectory(prefix="mobile-ep-sample-") as tmp:
         path = model if model is not None else _sample(pathlib.Path(tmp), state)
-        result = api.check(path, names or None, options=options, plugins=state.plugins, strict=state.strict)
+        result = api.check(path, names or None, options=options, plugins=state.plugins, strict=state.strict,
+                           pipeline=pipeline)
     if as_json:
         click.echo(report.to_json(result))
     elif not state.quiet:
@@ -182,11 +224,17 @@ def check(state: _State, model: pathlib.Path | None, eps: str | None, option_val
 @click.option("--verify/--no-verify", default=True, show_default=True,
               help="Run original and converted models on the same inputs and compare every output.")
 @click.option("--seed", default=0, show_default=True, help="Seed for the generated verification inputs.")
+@_pipeline_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.pass_obj
 def convert(state: _State, model: pathlib.Path | None, ep: str, output: pathlib.Path,
-            option_values: tuple[str, ...], verify: bool, seed: int, as_json: bool) -> None:
+            option_values: tuple[str, ...], verify: bool, seed: int, shapes: tuple[str, ...], dims: tuple[str, ...],
+            max_partitions: int | None, min_nodes: int | None, legalize: bool, cost_model: bool,
+            as_json: bool) -> None:
     """Convert MODEL into an EP-aware model for ORT Mobile with backend EP.
+
+    Before export: input shapes are fixed (--shape/--dim), onnxruntime folds constants, and nodes the
+    backend cannot take are rewritten into equivalent ones it can (only where it then claims them).
 
     \b
     Writes into the output folder (atomically):
@@ -203,9 +251,10 @@ def convert(state: _State, model: pathlib.Path | None, ep: str, output: pathlib.
     """
     names = [ep]
     options = _parse_options(option_values, names)
+    pipeline = _pipeline(shapes, dims, max_partitions, min_nodes, legalize, cost_model)
     path = model if model is not None else _sample(output, state)
     result = api.convert(path, ep, output, options=options, plugins=state.plugins, verify=verify, seed=seed,
-                         strict=state.strict)
+                         strict=state.strict, pipeline=pipeline)
     if as_json:
         click.echo(report.to_json(result))
     elif not state.quiet:

@@ -8,14 +8,16 @@ external tensors) and are never copied.  Every error a user can cause ends in a 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import pathlib
+import re
+import stat
 import tempfile
 from collections.abc import Iterator
 
 import onnx
 import onnx_ir as ir
-from google.protobuf.message import DecodeError
 from onnx_ir.passes.common import NameFixPass, ShapeInferencePass
 
 from .errors import ModelError
@@ -30,6 +32,15 @@ __all__ = [
     "ort_optimized",
     "target_ir_version",
     "atomic_path",
+    "read_proto",
+    "validate",
+    "inspect_proto",
+    "check_inferred_shapes",
+    "prepare_for_save",
+    "MAX_ELEMENTS",
+    "MAX_VALUE_BYTES",
+    "MAX_SUBGRAPH_DEPTH",
+    "KNOWN_DOMAINS",
 ]
 
 #: Highest ONNX IR version onnxruntime 1.31 accepts (recent onnx releases write 14 by default).
@@ -37,17 +48,458 @@ MAX_IR_VERSION = 13
 _MIN_IR_VERSION = 4  # IR 3 lists initializers as inputs; we always write 4+ with them removed.
 
 
+# --------------------------------------------------------------------------------------------------
+# Reading a model file: every structural problem becomes one line, before anything else opens it
+# --------------------------------------------------------------------------------------------------
+#: A declared or inferred tensor value (not stored data) with more elements than this is refused.
+MAX_ELEMENTS = 2**31
+#: ... and so is one of more bytes than this (2 GiB: more than protobuf, a phone or ORT Mobile handle).
+MAX_VALUE_BYTES = 2**31
+#: Subgraphs (If/Loop/Scan bodies) nested deeper than this are refused.
+MAX_SUBGRAPH_DEPTH = 16
+#: A model file larger than this cannot be one protobuf message: weights must be external data.
+MAX_PROTO_BYTES = 2**31 - 1
+_MIN_READ_IR_VERSION = 3  # ONNX 1.1; the checker refuses older files with opset imports anyway
+
+#: Domains onnxruntime implements (a node in any other domain cannot load without a custom-op library).
+KNOWN_DOMAINS = frozenset({
+    "", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training", "ai.onnx.training",
+    "com.microsoft", "com.microsoft.nchwc", "com.microsoft.experimental", "com.ms.internal.nhwc",
+    "org.pytorch.aten",
+})
+
+# onnxruntime reads a tensor from *memory* (offset = address) when its location is one of these markers.
+_ORT_MEMORY_MARKERS = ("_ORT_MEM_ADDR_", "__ORT_MEM_ADDR__")
+
+_T = onnx.TensorProto
+_ITEMSIZE = {
+    _T.FLOAT: 4, _T.UINT8: 1, _T.INT8: 1, _T.UINT16: 2, _T.INT16: 2, _T.INT32: 4, _T.INT64: 8, _T.BOOL: 1,
+    _T.FLOAT16: 2, _T.DOUBLE: 8, _T.UINT32: 4, _T.UINT64: 8, _T.COMPLEX64: 8, _T.COMPLEX128: 16, _T.BFLOAT16: 2,
+}
+for _name in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT8E8M0"):
+    if hasattr(_T, _name):
+        _ITEMSIZE[getattr(_T, _name)] = 1
+#: Sub-byte types: bits per element (packed in raw_data).
+_BITS = {getattr(_T, n): b for n, b in (("UINT4", 4), ("INT4", 4), ("FLOAT4E2M1", 4), ("UINT2", 2), ("INT2", 2),
+                                        ("FLOAT6E2M3", 6), ("FLOAT6E3M2", 6)) if hasattr(_T, n)}
+_DATA_TYPES = frozenset(v.number for v in _T.DataType.DESCRIPTOR.values) - {_T.UNDEFINED}
+# Which typed field holds which data type, and how many entries one element takes there.
+_TYPED_FIELDS = {
+    "float_data": {_T.FLOAT: 1, _T.COMPLEX64: 2},
+    "int32_data": {t: 1 for t in (_T.INT32, _T.INT16, _T.INT8, _T.UINT16, _T.UINT8, _T.BOOL, _T.FLOAT16,
+                                  _T.BFLOAT16, *[t for t, s in _ITEMSIZE.items() if s == 1])},
+    "string_data": {_T.STRING: 1},
+    "int64_data": {_T.INT64: 1},
+    "double_data": {_T.DOUBLE: 1, _T.COMPLEX128: 2},
+    "uint64_data": {_T.UINT32: 1, _T.UINT64: 1},
+}
+for _t in _BITS:  # packed sub-byte types may use int32_data (not counted: the packing varies)
+    _TYPED_FIELDS["int32_data"][_t] = 0
+
+
+def _type_name(data_type: int) -> str:
+    try:
+        return _T.DataType.Name(data_type)
+    except ValueError:
+        return str(data_type)
+
+
+def _nbytes(data_type: int, elements: int) -> int | None:
+    """Bytes *elements* values of *data_type* take in raw_data / external data (None: variable size)."""
+    if data_type in _ITEMSIZE:
+        return elements * _ITEMSIZE[data_type]
+    if data_type in _BITS:
+        return (elements * _BITS[data_type] + 7) // 8
+    return None
+
+
+def _node_label(node: onnx.NodeProto, index: int) -> str:
+    op = f"{node.domain}:{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
+    return f"{node.name!r} ({op})" if node.name else f"#{index} ({op})"
+
+
+class _Inspector:
+    """One pass over a parsed ModelProto that refuses what would crash, hang or mislead later stages.
+
+    Pure except for ``lstat``/``realpath`` of external-data locations: nothing is opened.
+    """
+
+    def __init__(self, proto: onnx.ModelProto, folder: pathlib.Path | None) -> None:
+        self.proto = proto
+        self.folder = folder
+        self.function_domains = {f.domain for f in proto.functions}
+        self._file_sizes: dict[str, int] = {}
+
+    def fail(self, message: str) -> None:
+        raise _Refused(message)
+
+    # -- header ------------------------------------------------------------------------------------
+    def header(self) -> None:
+        proto = self.proto
+        if not proto.HasField("graph") or proto.ir_version == 0:
+            self.fail("not an ONNX model (no graph or IR version in the file)")
+        if not _MIN_READ_IR_VERSION <= proto.ir_version <= onnx.IR_VERSION:
+            self.fail(f"unsupported IR version {proto.ir_version} (supported: {_MIN_READ_IR_VERSION} to "
+                      f"{onnx.IR_VERSION})")
+        if not proto.opset_import:
+            self.fail("invalid ONNX model: it imports no opset")
+        seen: set[str] = set()
+        latest = onnx.defs.onnx_opset_version()
+        for opset in proto.opset_import:
+            domain = "" if opset.domain == "ai.onnx" else opset.domain
+            if domain in seen:
+                self.fail(f"invalid ONNX model: opset of domain {opset.domain or 'ai.onnx'!r} imported twice")
+            seen.add(domain)
+            if domain == "" and not 1 <= opset.version <= latest:
+                self.fail(f"unsupported opset: the model imports ai.onnx opset {opset.version}; "
+                          f"supported are 1 to {latest}")
+            if opset.version < 1:
+                self.fail(f"unsupported opset: the model imports {opset.domain!r} opset {opset.version}")
+        if "" not in seen and any(not n.domain or n.domain == "ai.onnx" for n in proto.graph.node):
+            self.fail("invalid ONNX model: it uses ai.onnx ops but does not import the ai.onnx opset")
+
+    # -- graphs ------------------------------------------------------------------------------------
+    def model(self) -> None:
+        graph = self.proto.graph
+        if not graph.node:
+            self.fail("empty graph: the model has no nodes")
+        if not graph.output:
+            self.fail("invalid ONNX model: the graph has no outputs")
+        self.graph(graph, [], 0, main=True)
+        for function in self.proto.functions:
+            self.function(function)
+        self.function_recursion()
+        for info in self.proto.training_info:  # not run, but its tensors may point at files
+            for g in (info.initialization, info.algorithm):
+                self.graph(g, [], 0, main=False, structure=False)
+
+    def graph(self, graph: onnx.GraphProto, outer: list[set[str]], depth: int, *, main: bool,
+              structure: bool = True) -> set[str]:
+        """Check one graph; returns the outer-scope names it reads."""
+        where = f"graph {graph.name!r}" if graph.name else "a graph"
+        defined: set[str] = set()
+
+        def define(name: str, what: str) -> None:
+            if name in defined:
+                self.fail(f"invalid ONNX model: {where}: {what} {name!r} is defined more than once")
+            defined.add(name)
+
+        inputs = set()
+        for value in graph.input:
+            self.value_info(value, "graph input" if main else "subgraph input")
+            define(value.name, "input")
+            inputs.add(value.name)
+        for tensor in graph.initializer:
+            self.tensor(tensor, f"initializer {tensor.name!r}")
+            if tensor.name not in inputs:  # an initializer may give an input its default value
+                define(tensor.name, "initializer")
+        for sparse in graph.sparse_initializer:
+            self.tensor(sparse.values, f"sparse initializer {sparse.values.name!r}")
+            self.tensor(sparse.indices, f"indices of sparse initializer {sparse.values.name!r}")
+            if sparse.values.name not in inputs:
+                define(sparse.values.name, "initializer")
+        for value in graph.value_info:
+            self.value_info(value, "value")
+        for value in graph.output:
+            self.value_info(value, "graph output" if main else "subgraph output")
+        producer: dict[str, int] = {}
+        for index, node in enumerate(graph.node):
+            if not node.op_type:
+                self.fail(f"invalid ONNX model: {where}: node {_node_label(node, index)} has no op type")
+            if node.domain not in KNOWN_DOMAINS and node.domain not in self.function_domains:
+                self.fail(f"unknown domain: node {_node_label(node, index)} is in domain {node.domain!r}, "
+                          "which neither ONNX nor onnxruntime implements")
+            for name in node.output:
+                if name:
+                    define(name, "value")
+                    producer[name] = index
+        scope = [*outer, defined]
+        free: set[str] = set()
+        edges: list[list[int]] = [[] for _ in graph.node]
+        indegree = [0] * len(graph.node)
+        for index, node in enumerate(graph.node):
+            reads = [name for name in node.input if name]
+            for attribute in node.attribute:
+                self.attribute(attribute, node, index)
+                subgraphs = [attribute.g] if attribute.HasField("g") else []
+                subgraphs += list(attribute.graphs)
+                for sub in subgraphs:
+                    if depth + 1 > MAX_SUBGRAPH_DEPTH:
+                        self.fail(f"subgraphs nested more than {MAX_SUBGRAPH_DEPTH} deep (node "
+                                  f"{_node_label(node, index)})")
+                    reads += sorted(self.graph(sub, scope, depth + 1, main=False, structure=structure))
+            if not structure:
+                continue
+            for name in dict.fromkeys(reads):
+                if name in producer:
+                    if producer[name] == index and name in node.output:
+                        self.fail(f"invalid ONNX model: {where} has a cycle: node {_node_label(node, index)} "
+                                  f"reads its own output {name!r}")
+                    edges[producer[name]].append(index)
+                    indegree[index] += 1
+                elif name in defined:
+                    continue
+                elif any(name in names for names in outer):
+                    free.add(name)
+                else:
+                    self.fail(f"invalid ONNX model: {where}: node {_node_label(node, index)} reads {name!r}, "
+                              "which is never defined")
+        if not structure:
+            return free
+        for value in graph.output:
+            if value.name in defined:
+                continue
+            if any(value.name in names for names in outer):
+                free.add(value.name)
+            else:
+                self.fail(f"invalid ONNX model: {where}: output {value.name!r} is never defined")
+        self.acyclic(graph, edges, indegree, where)
+        return free
+
+    def acyclic(self, graph: onnx.GraphProto, edges: list[list[int]], indegree: list[int], where: str) -> None:
+        ready = [i for i, d in enumerate(indegree) if d == 0]
+        done = 0
+        while ready:
+            i = ready.pop()
+            done += 1
+            for j in edges[i]:
+                indegree[j] -= 1
+                if indegree[j] == 0:
+                    ready.append(j)
+        if done < len(indegree):
+            stuck = [i for i, d in enumerate(indegree) if d > 0]
+            names = ", ".join(_node_label(graph.node[i], i) for i in stuck[:3])
+            more = f" and {len(stuck) - 3} more" if len(stuck) > 3 else ""
+            self.fail(f"invalid ONNX model: {where} has a cycle through nodes {names}{more}")
+
+    def function(self, function: onnx.FunctionProto) -> None:
+        graph = onnx.GraphProto(name=f"function {function.name}")
+        graph.node.extend(function.node)
+        graph.input.extend(onnx.ValueInfoProto(name=n) for n in function.input)
+        graph.output.extend(onnx.ValueInfoProto(name=n) for n in function.output)
+        self.graph(graph, [], 0, main=False)
+
+    def function_recursion(self) -> None:
+        functions = {(f.domain, f.name, f.overload): f for f in self.proto.functions}
+        calls = {key: {(n.domain, n.op_type, n.overload) for n in f.node} & functions.keys()
+                 for key, f in functions.items()}
+        state: dict[tuple, int] = {}
+
+        def visit(key: tuple) -> None:  # iterative DFS would be overkill: at most len(functions) deep
+            state[key] = 1
+            for callee in sorted(calls[key]):
+                if state.get(callee) == 1:
+                    self.fail(f"invalid ONNX model: model-local function {callee[1]!r} calls itself "
+                              "(recursion is not allowed)")
+                if callee not in state:
+                    visit(callee)
+            state[key] = 2
+
+        for key in sorted(functions):
+            if key not in state:
+                visit(key)
+
+    # -- values, attributes, tensors -----------------------------------------------------------------
+    def value_info(self, value: onnx.ValueInfoProto, what: str) -> None:
+        type_proto = value.type
+        while True:
+            kind = type_proto.WhichOneof("value")
+            if kind in ("tensor_type", "sparse_tensor_type"):
+                tensor_type = getattr(type_proto, kind)
+                break
+            if kind == "sequence_type":
+                type_proto = type_proto.sequence_type.elem_type
+            elif kind == "optional_type":
+                type_proto = type_proto.optional_type.elem_type
+            elif kind == "map_type":
+                type_proto = type_proto.map_type.value_type
+            else:
+                return
+        if tensor_type.elem_type and tensor_type.elem_type not in _DATA_TYPES:
+            self.fail(f"invalid ONNX model: {what} {value.name!r} has an unknown element type "
+                      f"{tensor_type.elem_type}")
+        if not tensor_type.HasField("shape"):
+            return
+        self.shape(tensor_type.elem_type, [d.dim_value if d.HasField("dim_value") else None
+                                           for d in tensor_type.shape.dim], f"{what} {value.name!r}")
+
+    def shape(self, elem_type: int, dims: list[int | None], what: str) -> None:
+        elements = 1
+        for dim in dims:
+            if dim is None:
+                continue
+            if dim < 0:
+                self.fail(f"absurd shape: {what} has a negative dimension ({dim})")
+            elements *= dim
+        nbytes = _nbytes(elem_type, elements) or 0
+        if elements > MAX_ELEMENTS or nbytes > MAX_VALUE_BYTES:
+            self.fail(f"absurd shape: {what} would have {elements:,} elements ({_type_name(elem_type)}); "
+                      f"at most {MAX_ELEMENTS:,} elements and {MAX_VALUE_BYTES:,} bytes are accepted")
+
+    def attribute(self, attribute: onnx.AttributeProto, node: onnx.NodeProto, index: int) -> None:
+        where = f"attribute {attribute.name!r} of node {_node_label(node, index)}"
+        if attribute.HasField("t"):
+            self.tensor(attribute.t, where)
+        for tensor in attribute.tensors:
+            self.tensor(tensor, where)
+        if attribute.HasField("sparse_tensor"):
+            self.tensor(attribute.sparse_tensor.values, where)
+            self.tensor(attribute.sparse_tensor.indices, where)
+        for sparse in attribute.sparse_tensors:
+            self.tensor(sparse.values, where)
+            self.tensor(sparse.indices, where)
+
+    def tensor(self, tensor: onnx.TensorProto, where: str) -> None:
+        data_type = tensor.data_type
+        if data_type not in _DATA_TYPES:
+            self.fail(f"malformed tensor: {where} has an unknown data type {data_type}")
+        elements = 1
+        for dim in tensor.dims:
+            if dim < 0:
+                self.fail(f"malformed tensor: {where} has a negative dimension ({dim})")
+            elements *= dim
+        external = tensor.data_location == _T.EXTERNAL or len(tensor.external_data) > 0
+        if external:
+            self.external(tensor, where, elements)
+            return
+        expected = _nbytes(data_type, elements)
+        shape = f"{list(tensor.dims)} of {_type_name(data_type)}"
+        filled = [f for f in _TYPED_FIELDS if len(getattr(tensor, f))]
+        has_raw = tensor.HasField("raw_data")
+        if len(filled) + has_raw > 1:
+            self.fail(f"malformed tensor: {where} stores its data in more than one field "
+                      f"({', '.join(filled + (['raw_data'] if has_raw else []))})")
+        if has_raw:
+            if expected is None:
+                self.fail(f"malformed tensor: {where}: {_type_name(data_type)} data cannot be raw bytes")
+            size = len(tensor.raw_data)
+            if size != expected:
+                self.fail(f"malformed tensor: {where} holds {size:,} bytes but its shape {shape} needs "
+                          f"{expected:,}")
+        elif filled:
+            field = filled[0]
+            per_element = _TYPED_FIELDS[field].get(data_type)
+            if per_element is None:
+                self.fail(f"malformed tensor: {where}: {_type_name(data_type)} data stored in {field}")
+            count = len(getattr(tensor, field))
+            if per_element and count != elements * per_element:
+                self.fail(f"malformed tensor: {where} holds {count:,} values but its shape {shape} needs "
+                          f"{elements * per_element:,}")
+        elif elements:
+            self.fail(f"malformed tensor: {where} has shape {shape} but holds no data")
+
+    def external(self, tensor: onnx.TensorProto, where: str, elements: int) -> None:
+        def refuse(reason: str) -> None:
+            self.fail(f"external data of {where} refused: {reason}")
+
+        info: dict[str, str] = {}
+        for entry in tensor.external_data:
+            if entry.key in info:
+                refuse(f"key {entry.key!r} given twice")
+            info[entry.key] = entry.value
+        location = info.get("location", "")
+        if not location:
+            refuse("no location")
+        if "\0" in location:
+            refuse(f"location {location!r} contains a NUL character")
+        if any(marker in location for marker in _ORT_MEMORY_MARKERS):
+            refuse(f"location {location!r} is onnxruntime's in-memory marker (the offset would be an address)")
+        if (pathlib.PurePosixPath(location).is_absolute() or pathlib.PureWindowsPath(location).anchor
+                or location.startswith("~")):
+            refuse(f"location {location!r} is an absolute path; it must be relative to the model's folder")
+        if ".." in location.replace("\\", "/").split("/"):
+            refuse(f"location {location!r} contains '..'; it must stay inside the model's folder")
+        if tensor.data_type == _T.STRING:
+            refuse("string tensors cannot be stored as external data")
+        offset = info.get("offset", "0")
+        length = info.get("length")
+        for key, text in (("offset", offset), ("length", length)):
+            if text is not None and not (text.isascii() and text.isdigit()):
+                refuse(f"{key} {text!r} is not a non-negative integer")
+        expected = _nbytes(tensor.data_type, elements)
+        if length is not None and expected is not None and int(length) != expected:
+            refuse(f"length {int(length):,} does not match its shape {list(tensor.dims)} of "
+                   f"{_type_name(tensor.data_type)} ({expected:,} bytes)")
+        if self.folder is None:
+            return  # an in-memory model: nothing is read from disk here
+        size = self.external_file(location, refuse)
+        start = int(offset)
+        needed = int(length) if length is not None else (expected or 0)
+        if start > size or start + needed > size:
+            refuse(f"offset {start:,} + length {needed:,} is past the end of {location!r} ({size:,} bytes)")
+
+    def external_file(self, location: str, refuse) -> int:
+        """The size of an external-data file, after proving it is a regular file inside the folder."""
+        if location in self._file_sizes:
+            return self._file_sizes[location]
+        assert self.folder is not None
+        folder = os.path.realpath(self.folder)
+        candidate = os.path.join(self.folder, location)
+        resolved = os.path.realpath(candidate)
+        if os.path.commonpath([folder, resolved]) != folder or resolved == folder:
+            refuse(f"location {location!r} leaves the model's folder through a symbolic link")
+        try:
+            st = os.lstat(candidate)
+        except (FileNotFoundError, NotADirectoryError):
+            refuse(f"location {location!r} does not exist in the model's folder")
+        except OSError as exc:
+            refuse(f"location {location!r} cannot be examined: {exc.strerror or exc}")
+        if stat.S_ISLNK(st.st_mode):
+            refuse(f"location {location!r} is a symbolic link (onnx refuses them)")
+        if not stat.S_ISREG(st.st_mode):
+            refuse(f"location {location!r} is not a regular file")
+        self._file_sizes[location] = st.st_size
+        return st.st_size
+
+
+class _Refused(Exception):
+    pass
+
+
+def inspect_proto(proto: onnx.ModelProto, *, folder: str | os.PathLike | None = None, label: str = "model") -> None:
+    """Refuse, with a one-line :class:`ModelError`, a model that would crash, hang or leak in later stages.
+
+    Checks the header (IR version, opsets), every graph and subgraph (SSA names, undefined inputs, cycles,
+    nesting depth, unknown domains, recursive functions), declared shapes (negative or absurd), every
+    tensor (data type, dims, data size) and every external-data reference: relative, no ``..``, a
+    regular file inside *folder* (after resolving symlinks), offset and length inside the file.  Only
+    ``lstat`` and ``realpath`` touch the disk: nothing is opened.  With *folder* None external files are
+    not looked at (the other external-data rules still apply).
+    """
+    inspector = _Inspector(proto, pathlib.Path(folder) if folder is not None else None)
+    try:
+        inspector.header()
+        inspector.model()
+    except _Refused as exc:
+        raise ModelError(f"{label}: {exc}") from None
+    except RecursionError:
+        raise ModelError(f"{label}: subgraphs nested too deeply") from None
+
+
 def _check_path(path: str | os.PathLike) -> pathlib.Path:
     p = pathlib.Path(path)
-    if not p.exists():
-        raise ModelError(f"{p}: no such file")
-    if p.is_dir():
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise ModelError(f"{p}: no such file") from None
+    except OSError as exc:
+        raise ModelError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
         raise ModelError(f"{p}: is a directory, not an ONNX model")
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelError(f"{p}: not a regular file (a device, FIFO or socket), refused")
+    if st.st_size > MAX_PROTO_BYTES:
+        raise ModelError(f"{p}: {st.st_size:,} bytes is more than one protobuf message can hold (2 GB): "
+                         "store the weights as external data")
     return p
 
 
 def read_proto(path: str | os.PathLike, *, load_external_data: bool = False) -> onnx.ModelProto:
-    """Parse a model file, turning every failure into a one-line ModelError."""
+    """Parse and inspect a model file, turning every failure into a one-line ModelError.
+
+    Everything :func:`inspect_proto` checks is checked here, external-data locations included, before
+    any other code (onnx's checker, onnxruntime, onnx_ir) opens the file or anything it refers to.
+    """
     p = _check_path(path)
     try:
         data = p.read_bytes()
@@ -58,29 +510,104 @@ def read_proto(path: str | os.PathLike, *, load_external_data: bool = False) -> 
     proto = onnx.ModelProto()
     try:
         proto.ParseFromString(data)
-    except (DecodeError, RuntimeWarning, ValueError) as exc:
-        raise ModelError(f"{p}: not a valid ONNX model (protobuf parse failed: {exc or 'truncated or corrupt'})") from None
-    if not proto.HasField("graph") or proto.ir_version <= 0:
-        raise ModelError(f"{p}: not an ONNX model (no graph or IR version in the file)")
-    if not proto.opset_import and proto.ir_version >= 3:
-        raise ModelError(f"{p}: invalid ONNX model: it imports no opset")
-    latest = onnx.defs.onnx_opset_version()
-    for opset in proto.opset_import:
-        if opset.domain in ("", "ai.onnx") and not 1 <= opset.version <= latest:
-            raise ModelError(f"{p}: unsupported opset: the model imports ai.onnx opset {opset.version}; "
-                             f"supported are 1 to {latest}")
+    except Exception as exc:  # DecodeError, and whatever else the parser raises on hostile bytes
+        text = str(exc)
+        if "MaxDepth" in text or "recursion" in text.lower():
+            raise ModelError(f"{p}: not a valid ONNX model (protobuf parse failed: messages nested too deeply, "
+                             "e.g. subgraphs inside subgraphs)") from None
+        raise ModelError(f"{p}: not a valid ONNX model (protobuf parse failed: "
+                         f"{text or 'truncated or corrupt'})") from None
+    del data
+    inspect_proto(proto, folder=p.parent, label=str(p))
+    if load_external_data:
+        onnx.external_data_helper.load_external_data_for_model(proto, str(p.parent))
     return proto
 
 
+def _checker_message(exc: BaseException) -> str:
+    text = str(exc).strip()
+    if not text:
+        return "validation failed"
+    first = text.splitlines()[0].strip()
+    context = re.search(r"Name: (\S*) OpType: (\S+)", text)
+    if context:
+        name, op = context.groups()
+        first += f" (node {name!r}, {op})" if name else f" ({op} node)"
+    return first
+
+
 def validate(path: str | os.PathLike) -> None:
-    """onnx's checker (by path, so external data is checked beside the model), folded into one line."""
+    """Inspect the file, then onnx's checker (by path, so external data is checked beside the model).
+
+    The inspection (:func:`read_proto`) comes first, so the checker only ever opens external files
+    already proven to be regular files inside the model's folder.  Then values whose inferred shape is
+    absurd are refused (:func:`check_inferred_shapes`) before onnxruntime can fold them.
+    """
+    p = _check_path(path)
+    proto = read_proto(p)
+    _run_checker(p, str(path))
+    check_inferred_shapes(proto, str(path))
+
+
+def _run_checker(p: pathlib.Path, label: str) -> None:
     try:
-        onnx.checker.check_model(str(path), full_check=False)
+        onnx.checker.check_model(str(p), full_check=False)
     except onnx.checker.ValidationError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "validation failed"
-        raise ModelError(f"{path}: invalid ONNX model: {first}") from None
+        raise ModelError(f"{label}: invalid ONNX model: {_checker_message(exc)}") from None
     except Exception as exc:  # the checker itself may raise other errors on hostile input
-        raise ModelError(f"{path}: invalid ONNX model: {type(exc).__name__}: {exc}") from None
+        raise ModelError(f"{label}: invalid ONNX model: {type(exc).__name__}: {_checker_message(exc)}") from None
+
+
+def _skeleton(proto: onnx.ModelProto, limit: int = 1 << 16) -> onnx.ModelProto:
+    """A copy of *proto* without the data of large initializers (shape inference needs only small ones)."""
+    skeleton = onnx.ModelProto(ir_version=proto.ir_version)
+    skeleton.opset_import.extend(proto.opset_import)
+    skeleton.functions.extend(proto.functions)
+    graph, source = skeleton.graph, proto.graph
+    graph.name = source.name
+    graph.node.extend(source.node)
+    graph.input.extend(source.input)
+    graph.output.extend(source.output)
+    graph.value_info.extend(source.value_info)
+    for tensor in source.initializer:
+        if tensor.data_location == _T.EXTERNAL or (_nbytes(tensor.data_type, math.prod(tensor.dims)) or 0) > limit:
+            graph.initializer.append(onnx.TensorProto(name=tensor.name, data_type=tensor.data_type,
+                                                      dims=tensor.dims))
+        else:
+            graph.initializer.append(tensor)
+    return skeleton
+
+
+def check_inferred_shapes(proto: onnx.ModelProto, label: str = "model") -> None:
+    """Refuse values whose *inferred* shape is absurd (e.g. ConstantOfShape of 10^12 elements).
+
+    onnxruntime folds constants while it loads a model: a tiny file could make it allocate terabytes.
+    Shape inference with data propagation, on a copy without large weights, finds such values first.
+    """
+    try:
+        inferred = onnx.shape_inference.infer_shapes(_skeleton(proto), check_type=False, strict_mode=False,
+                                                     data_prop=True)
+    except Exception as exc:
+        raise ModelError(f"{label}: invalid ONNX model: shape inference failed: {_checker_message(exc)}") from None
+    inspector = _Inspector(inferred, None)
+    try:
+        for graph in _all_graphs(inferred.graph):
+            for value in [*graph.value_info, *graph.output]:
+                inspector.value_info(value, "value")
+    except _Refused as exc:
+        raise ModelError(f"{label}: {exc}") from None
+
+
+def _all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    stack = [graph]
+    while stack:
+        g = stack.pop()
+        yield g
+        for node in g.node:
+            for attribute in node.attribute:
+                if attribute.HasField("g"):
+                    stack.append(attribute.g)
+                stack.extend(attribute.graphs)
 
 
 def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = None, shapes: bool = True) -> ir.Model:
@@ -111,12 +638,28 @@ def infer_shapes(model: ir.Model) -> ir.Model:
     return model
 
 
+def check_shapes_strictly(model: ir.Model) -> None:
+    """Strict ONNX shape inference: a ModelError naming the first inconsistency (weights not copied)."""
+    import functools
+
+    from onnx_ir.passes.common import _c_api_utils
+
+    strict = functools.partial(onnx.shape_inference.infer_shapes, check_type=False, strict_mode=True,
+                               data_prop=False)
+    try:
+        _c_api_utils.call_onnx_api(strict, model)
+    except onnx.shape_inference.InferenceError as exc:
+        first = " ".join(str(exc).split()) or "shape inference failed"
+        raise ModelError(f"the shapes do not fit the model: {first}") from None
+
+
 def load(path: str | os.PathLike, *, shapes: bool = True, check: bool = True) -> ir.Model:
     """Load a model file into the IR; one-line ModelError for anything wrong with it."""
     p = _check_path(path)
     proto = read_proto(p)
     if check:
-        validate(p)
+        _run_checker(p, str(p))
+        check_inferred_shapes(proto, str(p))
     return from_proto(proto, base_dir=p.parent, shapes=shapes)
 
 
@@ -211,6 +754,9 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
     """The model as an onnxruntime session sees it after optimization at *level* (basic by default).
 
     Every ORT session applies the basic level, so this is the graph execution providers partition.
+    The file is inspected (:func:`read_proto`) before onnxruntime opens it or its external data.  A model
+    of a newer IR version than onnxruntime reads is given to it from memory with the IR version lowered
+    (its external data still read from the model's folder).
     """
     import onnxruntime as ort
 
@@ -220,16 +766,26 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
         "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
     }
+    p = _check_path(path)
+    model: str | bytes = str(p)
+    proto = read_proto(p)  # inspected here, whoever called us, before onnxruntime opens anything
+    if proto.ir_version > MAX_IR_VERSION:
+        proto.ir_version = MAX_IR_VERSION
+        model = proto.SerializeToString()
+    del proto
     out = pathlib.Path(out_dir) / "optimized.onnx"
     so = ort.SessionOptions()
     so.graph_optimization_level = levels[level]
     so.optimized_model_filepath = str(out)
-    so.log_severity_level = 3
+    so.log_severity_level = 4  # errors come back as exceptions: keep stderr to our one line
     so.add_session_config_entry("session.optimized_model_external_initializers_file_name", "optimized.onnx.data")
     so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1048576")
+    if isinstance(model, bytes):
+        so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(p.parent))
     try:
-        ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     except Exception as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None
     return out
+

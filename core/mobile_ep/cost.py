@@ -1,0 +1,142 @@
+"""A simple cost model: is a partition worth the copies across its boundary?
+
+Per node: an estimate of its arithmetic (multiply-adds counted as 2 FLOPs) from its static shapes.  Per
+partition: the FLOPs it moves to the accelerator, and the bytes crossing its boundary (non-constant
+inputs and outputs).  The time saved on the accelerator, ``flops / cpu_rate * (1 - 1 / speedup)``, must
+exceed the time spent copying and dispatching, ``bytes / copy_rate + dispatch``.  The constants are
+per backend (:meth:`Backend.cost_params`), deliberately round, and documented in the README: the model
+ranks partitions and catches the hopeless ones (one Add between two copies), it does not predict
+latency.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import onnx_ir as ir
+
+from .capability import RuleContext, attr
+from .partition import Partition
+
+__all__ = ["CostParams", "PartitionCost", "node_flops", "partition_cost", "select_partitions"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CostParams:
+    #: Sustained CPU throughput of a mid-range phone core cluster, GFLOP/s.
+    cpu_gflops: float = 20.0
+    #: How much faster the accelerator runs the same arithmetic.
+    speedup: float = 4.0
+    #: CPU <-> accelerator copy bandwidth, GB/s.
+    copy_gbps: float = 4.0
+    #: Fixed cost of one partition call (dispatch, synchronisation), microseconds.
+    dispatch_us: float = 30.0
+
+
+@dataclasses.dataclass
+class PartitionCost:
+    nodes: int
+    flops: float
+    boundary_bytes: int
+    saving_us: float
+    overhead_us: float
+    kept: bool = True
+    reason: str = ""
+
+    @property
+    def net_us(self) -> float:
+        return self.saving_us - self.overhead_us
+
+    def as_dict(self) -> dict:
+        return {
+            "nodes": self.nodes,
+            "flops": int(self.flops),
+            "boundary_bytes": self.boundary_bytes,
+            "estimated_saving_us": round(self.saving_us, 2),
+            "estimated_overhead_us": round(self.overhead_us, 2),
+            "kept": self.kept,
+            "reason": self.reason,
+        }
+
+
+def _numel(shape: tuple[int | None, ...] | None) -> int:
+    if shape is None or any(d is None for d in shape):
+        return 0
+    return int(math.prod(shape))  # type: ignore[arg-type]
+
+
+def _bytes(value: ir.Value, ctx: RuleContext) -> int:
+    dtype = ctx.dtype(value)
+    size = dtype.itemsize if dtype is not None else 4
+    return int(_numel(ctx.shape(value)) * size)
+
+
+def node_flops(node: ir.Node, ctx: RuleContext) -> float:
+    """Estimated FLOPs of one node (0 where shapes are unknown)."""
+    out = _numel(ctx.shape(node.outputs[0])) if node.outputs else 0
+    op = node.op_type
+    if op in ("Conv", "ConvTranspose"):
+        w = ctx.shape(node.inputs[1]) if len(node.inputs) > 1 else None
+        if w is None or any(d is None for d in w):
+            return float(out)
+        # weight [Cout, Cin/group, k...]: each output element is Cin/group * prod(k) multiply-adds.
+        per_output = math.prod(w[1:])  # type: ignore[arg-type]
+        if op == "ConvTranspose":
+            return 2.0 * _numel(ctx.shape(node.inputs[0])) * w[0] * math.prod(w[2:])  # type: ignore[operator]
+        return 2.0 * out * per_output
+    if op in ("Gemm", "MatMul"):
+        a = ctx.shape(node.inputs[0])
+        if a is None or not a or a[-1] is None:
+            return float(out)
+        k = a[0] if op == "Gemm" and attr(node, "transA", 0) else a[-1]
+        return 2.0 * out * (k or 1)
+    if op in ("MaxPool", "AveragePool", "LpPool"):
+        kernel = attr(node, "kernel_shape", (1,))
+        return float(out * math.prod(kernel))
+    if op in ("GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"):
+        return float(_numel(ctx.shape(node.inputs[0])))
+    if op in ("Softmax", "LogSoftmax", "LayerNormalization", "InstanceNormalization", "LRN", "Erf", "Exp",
+              "Tanh", "Sigmoid", "Gelu"):
+        return 5.0 * out
+    if op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Concat", "Slice",
+              "Split", "Gather", "Cast", "Shape"):
+        return 0.25 * out  # data movement only
+    return float(out)
+
+
+def partition_cost(partition: Partition, ctx: RuleContext, params: CostParams) -> PartitionCost:
+    flops = sum(node_flops(n, ctx) for n in partition.nodes)
+    boundary = sum(_bytes(v, ctx) for v in partition.inputs if not ctx.is_constant(v))
+    boundary += sum(_bytes(v, ctx) for v in partition.outputs)
+    saving = flops / (params.cpu_gflops * 1e3) * (1.0 - 1.0 / params.speedup)
+    overhead = boundary / (params.copy_gbps * 1e3) + params.dispatch_us
+    return PartitionCost(len(partition.nodes), flops, boundary, saving, overhead)
+
+
+def select_partitions(
+    partitions: Sequence[Partition],
+    ctx: RuleContext,
+    params: CostParams,
+    *,
+    max_partitions: int | None = None,
+    min_nodes: int | None = None,
+    use_cost: bool = True,
+) -> list[PartitionCost]:
+    """Decide which partitions are worth keeping; each answer carries its reason."""
+    costs = [partition_cost(p, ctx, params) for p in partitions]
+    for cost in costs:
+        if min_nodes is not None and cost.nodes < min_nodes:
+            cost.kept, cost.reason = False, f"fewer than --min-nodes {min_nodes} nodes"
+        elif use_cost and cost.net_us < 0:
+            cost.kept = False
+            cost.reason = (f"not worth its copies: saves ~{cost.saving_us:.1f} us of compute, costs "
+                           f"~{cost.overhead_us:.1f} us moving {cost.boundary_bytes} bytes")
+        else:
+            cost.reason = f"saves ~{cost.net_us:.1f} us net"
+    if max_partitions is not None:
+        ranked = sorted((c for c in costs if c.kept), key=lambda c: (-c.net_us, -c.nodes))
+        for cost in ranked[max_partitions:]:
+            cost.kept, cost.reason = False, f"beyond --max-partitions {max_partitions} (ranked by estimated saving)"
+    return costs

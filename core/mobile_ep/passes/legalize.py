@@ -1,0 +1,135 @@
+"""Backend legalization: rewrite nodes a backend cannot take into equivalent nodes it can.
+
+For every node the backend does not claim, the backend's rewrites for that op are tried in order.  A
+rewrite's nodes are built off-graph and checked against the backend's own rules first; they replace the
+node only if the backend claims every one of them, so a rewrite never turns a CPU node into other CPU
+nodes.  What was applied, and why other attempts were not, is kept for the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import onnx_ir as ir
+
+from mobile_ep.capability import Backend, RuleContext, op_label
+from mobile_ep.rewrite import Builder, Rewrite
+
+__all__ = ["Applied", "Skipped", "LegalizePass"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Applied:
+    rewrite: str
+    node: str
+    op: str
+    into: list[str]
+    #: The nodes the rewrite made (not part of the report).
+    nodes: tuple[ir.Node, ...] = dataclasses.field(default=(), compare=False, repr=False)
+
+    def as_dict(self) -> dict:
+        return {"rewrite": self.rewrite, "node": self.node, "op": self.op, "into": self.into}
+
+
+@dataclasses.dataclass(frozen=True)
+class Skipped:
+    rewrite: str
+    node: str
+    op: str
+    reason: str
+
+
+def _detach(nodes: Sequence[ir.Node]) -> None:
+    """Forget off-graph nodes: drop the uses they registered on existing values."""
+    for node in nodes:
+        for index in range(len(node.inputs)):
+            node.replace_input_with(index, None)
+
+
+class LegalizePass(ir.passes.InPlacePass):
+    def __init__(self, backend: Backend, skip: set[str] | frozenset[str] = frozenset()) -> None:
+        super().__init__()
+        self.backend = backend
+        #: Names of nodes to leave alone (e.g. where the cost model rejected the result).
+        self.skip = set(skip)
+        self.applied: list[Applied] = []
+        self.skipped: list[Skipped] = []
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        by_op: dict[tuple[str, str], list[Rewrite]] = {}
+        for rewrite in self.backend.rewrites():
+            for op_type in rewrite.op_types:
+                by_op.setdefault((rewrite.domain, op_type), []).append(rewrite)
+        if not by_op:
+            return ir.passes.PassResult(model, False)
+        graph = model.graph
+        modified = False
+        for node in list(graph):
+            candidates = by_op.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
+            if not candidates or node.name in self.skip:
+                continue
+            ctx = RuleContext(model, self.backend, graph)
+            if ctx.claims(node):
+                continue
+            for rewrite in candidates:
+                if self._try(model, graph, node, rewrite, ctx):
+                    modified = True
+                    break
+        return ir.passes.PassResult(model, modified)
+
+    def _skip(self, rewrite: Rewrite, node: ir.Node, reason: str) -> None:
+        self.skipped.append(Skipped(rewrite.name, node.name or "", op_label(node), reason))
+
+    def _try(self, model: ir.Model, graph: ir.Graph, node: ir.Node, rewrite: Rewrite, ctx: RuleContext) -> bool:
+        matched = rewrite.match(node, ctx)
+        if not matched:
+            self._skip(rewrite, node, matched.reason)
+            return False
+        builder = Builder(node, rewrite.name)
+        try:
+            replacements = list(rewrite.replace(node, ctx, builder))
+        except Exception as exc:
+            _detach(builder.nodes)
+            self._skip(rewrite, node, f"rewrite failed: {type(exc).__name__}: {exc}")
+            return False
+        if len(replacements) != len(node.outputs) or any(
+            new is None and (old.uses() or old.is_graph_output())
+            for old, new in zip(node.outputs, replacements, strict=True)
+        ):
+            _detach(builder.nodes)
+            self._skip(rewrite, node, "the rewrite does not replace every used output")
+            return False
+        check = RuleContext(model, self.backend, graph)
+        check.pending_constants = set(builder.initializers)
+        for new_node in builder.nodes:
+            answer = check.claims(new_node)
+            if not answer:
+                _detach(builder.nodes)
+                self._skip(rewrite, node, f"{self.backend.name} would not take the {op_label(new_node)} it makes: "
+                                          f"{answer.reason}")
+                return False
+        self._splice(graph, node, builder, replacements)
+        self.applied.append(Applied(rewrite.name, node.name or "", op_label(node),
+                                    [op_label(n) for n in builder.nodes], tuple(builder.nodes)))
+        return True
+
+    @staticmethod
+    def _splice(graph: ir.Graph, node: ir.Node, builder: Builder, replacements: list[ir.Value | None]) -> None:
+        for value in builder.initializers:
+            graph.register_initializer(value)
+        graph.insert_before(node, builder.nodes)
+        for old, new in zip(node.outputs, replacements, strict=True):
+            if new is None:
+                continue
+            if new.type is None:
+                new.type = old.type
+            if old.is_graph_output():
+                # Keep the model's interface: the new value takes over the output's name and shape.
+                name = old.name
+                old.name = f"{name}/replaced"
+                new.name = name
+                if old.shape is not None:
+                    new.shape = old.shape
+            old.replace_all_uses_with(new, replace_graph_outputs=True)
+        graph.remove(node, safe=True)

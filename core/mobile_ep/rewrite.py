@@ -1,0 +1,112 @@
+"""Legalizing rewrites: a node a backend cannot take becomes equivalent nodes it can.
+
+A :class:`Rewrite` is a pattern (one op), a check (:meth:`Rewrite.match`, a :class:`Support` with a
+reason) and a replacement (:meth:`Rewrite.replace`, building nodes with a :class:`Builder`).  Backends
+list the rewrites they want in ``Backend.rewrites()``; the legalize pass applies one only where the
+backend then claims every node it produced, and undoes it otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import onnx_ir as ir
+
+from .capability import RuleContext, Support
+
+__all__ = ["Rewrite", "Builder", "broadcast_shapes"]
+
+
+def broadcast_shapes(*shapes: tuple[int | None, ...] | None) -> tuple[int | None, ...] | None:
+    """Numpy broadcasting over shapes with unknown dims (``None``); ``None`` if any rank is unknown."""
+    if any(s is None for s in shapes):
+        return None
+    rank = max((len(s) for s in shapes), default=0)  # type: ignore[arg-type]
+    result: list[int | None] = []
+    for axis in range(rank):
+        dims = [s[len(s) - rank + axis] for s in shapes if len(s) - rank + axis >= 0]  # type: ignore[arg-type]
+        known = {d for d in dims if d is not None and d != 1}
+        if len(known) > 1:
+            raise ValueError(f"shapes {shapes} do not broadcast")
+        if known:
+            result.append(known.pop())
+        elif any(d is None for d in dims):
+            result.append(None)
+        else:
+            result.append(1)
+    return tuple(result)
+
+
+class Builder:
+    """Creates the replacement nodes of one rewrite, named after the node they replace."""
+
+    def __init__(self, node: ir.Node, rewrite: str) -> None:
+        self.node = node
+        self.prefix = f"{node.name or node.op_type}/{rewrite}"
+        self.nodes: list[ir.Node] = []
+        self.initializers: list[ir.Value] = []
+        self._count = 0
+
+    def _name(self, hint: str) -> str:
+        self._count += 1
+        return f"{self.prefix}/{hint}_{self._count}"
+
+    def const(self, array: Any, hint: str = "const", dtype: ir.DataType | None = None) -> ir.Value:
+        array = np.asarray(array)
+        if dtype is not None:
+            array = array.astype(dtype.numpy())
+        name = self._name(hint)
+        value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
+                         const_value=ir.tensor(array, name=name))
+        self.initializers.append(value)
+        return value
+
+    def op(self, op_type: str, inputs: Sequence[ir.Value | None], *, shape: Sequence[int | None] | None,
+           dtype: ir.DataType | None, num_outputs: int = 1, domain: str = "", **attributes: Any
+           ) -> ir.Value:
+        """Add a node; returns its (first) output, with the given shape and dtype."""
+        name = self._name(op_type)
+        outputs = [
+            ir.Value(name=f"{name}:{i}" if num_outputs > 1 else name,
+                     shape=None if shape is None else ir.Shape([d if d is not None else ir.SymbolicDim(None)
+                                                               for d in shape]),
+                     type=None if dtype is None else ir.TensorType(dtype))
+            for i in range(num_outputs)
+        ]
+        attrs = [ir.convenience.convert_attribute(k, v) for k, v in attributes.items() if v is not None]
+        node = ir.Node(domain, op_type, list(inputs), attrs, outputs=outputs, name=name)
+        self.nodes.append(node)
+        return outputs[0]
+
+    def ops(self, op_type: str, inputs: Sequence[ir.Value | None], *, shapes: Sequence[Sequence[int | None]],
+            dtype: ir.DataType | None, domain: str = "", **attributes: Any) -> list[ir.Value]:
+        """A node with several outputs."""
+        first = self.op(op_type, inputs, shape=shapes[0], dtype=dtype, num_outputs=len(shapes), domain=domain,
+                        **attributes)
+        node = self.nodes[-1]
+        for value, shape in zip(node.outputs, shapes, strict=True):
+            value.shape = ir.Shape([d if d is not None else ir.SymbolicDim(None) for d in shape])
+        return list(node.outputs) if first is not None else []
+
+
+class Rewrite:
+    """Turns one node into equivalent nodes.  Subclass: set ``op_types`` and implement both methods."""
+
+    #: Short identifier shown in reports (``sum-to-add``).
+    name: ClassVar[str] = ""
+    domain: ClassVar[str] = ""
+    op_types: ClassVar[tuple[str, ...]] = ()
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        """Whether this rewrite can replace *node* exactly (attributes, known shapes, constant inputs)."""
+        return Support.yes()
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        """Build the replacement with *b*; return values replacing ``node.outputs``, in order."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        doc = (type(self).__doc__ or "").strip().split("\n\n")[0]
+        return " ".join(doc.split())

@@ -1,0 +1,143 @@
+"""The Core ML backend: options, rule registry and ONNX Runtime's CoreML partition filter."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import ClassVar, Literal
+
+import mobile_ep
+from mobile_ep import Backend, NodeUnit, PartitionView, RuleContext, RuleRegistry, Support, op_label
+
+from . import __version__
+
+__all__ = ["CoreMLBackend", "COREML_VERSION"]
+
+ModelFormat = Literal["MLProgram", "NeuralNetwork"]
+ComputeUnits = Literal["ALL", "CPUOnly", "CPUAndGPU", "CPUAndNeuralEngine"]
+DeploymentTarget = Literal["iOS15", "iOS16", "iOS17", "iOS18"]
+
+#: Core ML version guaranteed by each minimum deployment target (macOS 12/13/14/15 are the same versions).
+COREML_VERSION: dict[str, int] = {"iOS15": 5, "iOS16": 6, "iOS17": 7, "iOS18": 8}
+
+
+class CoreMLBackend(Backend):
+    """ONNX Runtime's CoreML execution provider (iOS / macOS), as of ORT 1.30."""
+
+    name: ClassVar[str] = "coreml"
+    version: ClassVar[str] = __version__
+    description: ClassVar[str] = (
+        "Apple Core ML through ONNX Runtime's CoreML EP (NeuralNetwork or ML Program, iOS 15+)"
+    )
+    preferred_layout: ClassVar[mobile_ep.Layout] = "NCHW"
+    #: The mobile-ep plugin API this backend is written against.
+    plugin_api: ClassVar[int] = 1
+
+    @dataclasses.dataclass(frozen=True)
+    class Options:
+        """Settings of the CoreML execution provider (ORT provider options) and of the target devices."""
+
+        model_format: ModelFormat = dataclasses.field(
+            default="MLProgram",
+            metadata={
+                "help": "Core ML model type ORT builds (provider option ModelFormat; ORT's own default is "
+                "NeuralNetwork). MLProgram supports more ops and float16."
+            },
+        )
+        require_static_input_shapes: bool = dataclasses.field(
+            default=False,
+            metadata={
+                "help": "Only claim nodes whose inputs have fully static shapes "
+                "(provider option RequireStaticInputShapes=1)."
+            },
+        )
+        compute_units: ComputeUnits = dataclasses.field(
+            default="ALL",
+            metadata={
+                "help": "Devices Core ML may use (provider option MLComputeUnits). Does not change which "
+                "nodes ORT claims; CPUAndNeuralEngine fails on devices without a Neural Engine."
+            },
+        )
+        deployment_target: DeploymentTarget = dataclasses.field(
+            default="iOS15",
+            metadata={
+                "help": "Oldest iOS version the app supports (iOS15..iOS18 = Core ML 5..8). Rules that "
+                "ORT gates on the Core ML version claim only what every supported device runs."
+            },
+        )
+
+        def __post_init__(self) -> None:
+            hints = typing.get_type_hints(type(self))
+            for field in dataclasses.fields(self):
+                hint = hints[field.name]
+                value = getattr(self, field.name)
+                if typing.get_origin(hint) is Literal:
+                    choices = typing.get_args(hint)
+                    if value not in choices:
+                        raise ValueError(
+                            f"{field.name}={value!r}: expected one of {', '.join(map(str, choices))}"
+                        )
+                elif hint is bool and not isinstance(value, bool):
+                    raise ValueError(f"{field.name}={value!r}: expected true or false")
+
+        @property
+        def coreml_version(self) -> int:
+            """The Core ML version every device of the deployment target has (5 for iOS 15)."""
+            return COREML_VERSION[self.deployment_target]
+
+        @property
+        def mlprogram(self) -> bool:
+            return self.model_format == "MLProgram"
+
+    def build_rules(self) -> RuleRegistry:
+        from . import rules
+
+        return RuleRegistry.from_package(rules)
+
+    def rewrites(self) -> tuple[mobile_ep.Rewrite, ...]:
+        """Legalizations: ops ORT's CoreML EP lacks (in one or both formats) with exact decompositions."""
+        from mobile_ep import rewrites as r
+
+        return (
+            r.SumToAdd(),
+            r.MeanToAddDiv(),
+            r.HardSwishToHardSigmoid(),
+            r.ExpandToMul(),
+            r.UnsqueezeToReshape(),
+            r.FlattenToReshape(),
+            r.NegToMul(),
+            r.SplitToSlices(),
+            r.BatchNormToMulAdd(),
+            r.LayerNormToPrimitives(),
+            r.LRNToConv(),
+        )
+
+    def qdq_ops(self) -> frozenset[str]:
+        """None: the CoreML EP is not QDQ-aware (it passes no NodeUnit map to the partitioner)."""
+        return frozenset()
+
+    # -- partitions -----------------------------------------------------------------------------------
+    def is_trivial(self, unit: NodeUnit, ctx: RuleContext) -> bool:
+        """Whether ORT counts the node as "trivial" (a builder's ``IsTrivial``)."""
+        from .rules._base import CoreMLRule
+
+        rule = self.rules.lookup(unit.domain, unit.op_type, ctx.node_opset(unit.target))
+        return isinstance(rule, CoreMLRule) and rule.is_trivial(unit.target)
+
+    def accept_partition(self, partition: PartitionView, ctx: RuleContext) -> Support:
+        """Drop a partition made only of trivial ops (ORT ``CoreMLExecutionProvider::GetCapability``)."""
+        if any(not self.is_trivial(unit, ctx) for unit in partition.units):
+            return mobile_ep.SUPPORTED
+        ops = ", ".join(sorted({op_label(unit.target) for unit in partition.units}))
+        return Support.no(
+            f"it holds only trivial ops ({ops}); ORT's CoreML EP drops such partitions because the "
+            "CPU/Core ML round trip costs more than running them on the CPU"
+        )
+
+    def provider_options(self) -> dict[str, str]:
+        """The options as ONNX Runtime CoreML provider options (for reports and sessions)."""
+        options = self.options
+        result = {"ModelFormat": options.model_format, "MLComputeUnits": options.compute_units}
+        if options.require_static_input_shapes:
+            result["RequireStaticInputShapes"] = "1"
+        return result
