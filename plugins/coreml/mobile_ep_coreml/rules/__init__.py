@@ -1,0 +1,6 @@
+"""Op rules of the Core ML backend: one module per ONNX Runtime CoreML op builder (op or op family).
+
+Each rule reproduces the support conditions of ORT's builder in
+``onnxruntime/core/providers/coreml/builders/impl/<op>_op_builder.cc`` (ORT 1.30), for both model
+formats.  Modules whose name starts with ``_`` hold shared code and register nothing.
+"""

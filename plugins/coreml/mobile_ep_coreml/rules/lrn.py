@@ -1,0 +1,21 @@
+"""LRN (ORT ``LRN_op_builder.cc``; the builder has no ML Program support)."""
+
+from __future__ import annotations
+
+from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
+
+from ._base import CoreMLRule
+
+
+class LRN(CoreMLRule):
+    op_types = ("LRN",)
+    mlprogram = False
+
+    def check(self, unit: NodeUnit, ctx: RuleContext) -> Support:
+        """Input rank 3 or 4 (Core ML treats further leading dims as batch)."""
+        rank = ctx.rank(unit.target.inputs[0])
+        if rank not in (3, 4):
+            return Support.no(
+                f"input rank {rank}; Core ML treats extra leading dims as batch, so only rank 3 or 4 matches ONNX"
+            )
+        return SUPPORTED

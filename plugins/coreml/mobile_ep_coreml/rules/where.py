@@ -1,0 +1,27 @@
+"""Where (ORT ``where_op_builder.cc``), lowered to Core ML's select."""
+
+from __future__ import annotations
+
+from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
+
+from ._base import BOOL, FLOAT, FLOAT16, CoreMLRule, check_type, type_name
+
+
+class Where(CoreMLRule):
+    op_types = ("Where",)
+    neuralnetwork = False
+
+    def check_types(self, unit: NodeUnit, ctx: RuleContext) -> Support:
+        """condition bool; X and Y both float32 or both float16."""
+        node = unit.target
+        if any(ctx.dtype(v) is None for v in node.inputs[:3]):
+            return Support.no("an input has no known element type")
+        result = check_type(ctx, node.inputs[0], {BOOL}, "condition (input 0)", "Core ML's select")
+        if not result:
+            return result
+        x, y = ctx.dtype(node.inputs[1]), ctx.dtype(node.inputs[2])
+        if x not in (FLOAT, FLOAT16) or x != y:
+            return Support.no(
+                f"X is {type_name(x)} and Y {type_name(y)}; Core ML's select takes both float32 or both float16"
+            )
+        return SUPPORTED
