@@ -19,7 +19,7 @@ EDGE = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -3.0, 3.0, 6.0, 1e30, -1e30, np.inf,
 
 
 class TakesAll(OpRule):
-    op_types = ("Add", "Sub", "Mul", "Div", "Clip", "Max", "Min", "Concat", "Slice", "Reshape", "HardSigmoid",
+    op_types = ("Add", "Sub", "Mul", "Div", "Clip", "Max", "Min", "Concat", "Slice", "Reshape", "HardSigmoid", "Gather",
                 "ReduceMean", "Sqrt", "Pow", "Conv", "Identity")
 
 
@@ -254,3 +254,34 @@ def test_match_reasons():
 
 def test_support_type_is_used():
     assert not Support.no("x")
+
+
+@pytest.mark.parametrize("groups, channels", [(3, 12), (2, 8), (4, 4)])
+def test_channel_shuffle_to_gather(tmp_path, groups, channels):
+    shape = [2, channels, 3, 5]
+    nodes = [
+        helper.make_node("Reshape", ["x", "s5"], ["r"], name="split_groups"),
+        helper.make_node("Transpose", ["r"], ["t"], perm=[0, 2, 1, 3, 4], name="swap"),
+        helper.make_node("Reshape", ["t", "s4"], ["y"], name="merge"),
+    ]
+    inits = [const("s5", np.array([2, groups, channels // groups, 3, 5], np.int64)),
+             const("s4", np.array(shape, np.int64))]
+    proto = make_model(nodes, [tensor("x", shape)], [tensor("y", shape)], inits)
+    legal = check(tmp_path, proto, {"x": rnd(*shape)}, rewrites.ChannelShuffleToGather())
+    assert legal.applied[0].into == ["Gather"]
+    new_proto, _ = legalized(proto, rewrites.ChannelShuffleToGather(), tmp_path)
+    assert [n.op_type for n in new_proto.graph.node] == ["Gather"]  # the rank-5 nodes are gone
+
+
+def test_channel_shuffle_needs_the_exact_pattern(tmp_path):
+    shape = [1, 6, 2, 2]
+    nodes = [helper.make_node("Reshape", ["x", "s5"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["t"], perm=[0, 1, 2, 4, 3]),
+             helper.make_node("Reshape", ["t", "s4"], ["y"])]
+    inits = [const("s5", np.array([1, 2, 3, 2, 2], np.int64)), const("s4", np.array(shape, np.int64))]
+    proto = make_model(nodes, [tensor("x", shape)], [tensor("y", shape)], inits)
+    model = mir.from_proto(proto)
+    legal = LegalizePass(backend_for(rewrites.ChannelShuffleToGather()))
+    legal(model)
+    assert legal.applied == []
+    assert "does not swap the group axes" in legal.skipped[-1].reason

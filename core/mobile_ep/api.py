@@ -71,6 +71,8 @@ class PipelineOptions:
     max_partitions: int | None = None
     #: Drop partitions with fewer nodes.
     min_nodes: int | None = None
+    #: Apply onnxruntime's full optimizations (fusions) to the nodes no partition keeps.
+    fuse_cpu: bool = True
 
     @property
     def fixes_shapes(self) -> bool:
@@ -181,6 +183,8 @@ class ConvertReport:
     before: BackendReport | None = None
     shape_changes: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: The CPU-side fusions applied to nodes no partition keeps.
+    cpu_fusion: export.CpuFusion | None = None
 
     def as_dict(self) -> dict:
         result = {
@@ -198,6 +202,8 @@ class ConvertReport:
             }
         if self.shape_changes:
             result["shape_changes"] = self.shape_changes
+        if self.cpu_fusion is not None:
+            result["cpu_fusion"] = self.cpu_fusion.as_dict()
         result["verification"] = [v.as_dict() for v in self.verification]
         result["timings"] = self.timings
         return result
@@ -489,10 +495,11 @@ def convert(
             plan = _plan(optimized, selected, pipeline, strict)
         out_dir.mkdir(parents=True, exist_ok=True)
         with timer("export_onnx"):
-            export.write_onnx(plan.model, paths["onnx"])
+            fusion, written = _export_onnx(plan, selected, pipeline, paths["onnx"], pathlib.Path(workdir), strict)
         with timer("export_ort"):
             export.write_ort(paths["onnx"], paths["ort"])
-    report = plan.report
+    report = written
+    report.rewrites = plan.report.rewrites
     report.suggestions = _suggestions(before, report, before_model)
     verification: list[runtime.Verification] = []
     if verify:
@@ -500,7 +507,7 @@ def convert(
             verification = runtime.verify(source, [paths["onnx"], paths["ort"]], seed=seed,
                                           dims=pipeline.dims, shapes=_named_shapes(pipeline, before_model))
     result = ConvertReport(str(source), selected.name, {k: str(v) for k, v in paths.items()}, report,
-                           verification, before, changes, timer.timings)
+                           verification, before, changes, timer.timings, fusion)
     with mir.atomic_path(paths["report"]) as tmp:
         tmp.write_text(json.dumps(result.as_dict(), indent=2) + "\n")
     failed = [v for v in verification if not v.ok]
@@ -511,6 +518,46 @@ def convert(
             f"{worst.max_abs:.3g}{' (' + worst.note + ')' if worst.note else ''}; see {paths['report']}"
         )
     return result
+
+
+def _export_onnx(plan: _Plan, backend: Backend, pipeline: PipelineOptions, target: pathlib.Path,
+                 workdir: pathlib.Path, strict: bool) -> tuple[export.CpuFusion | None, BackendReport]:
+    """Write the EP-aware model and predict what the EP does with it, as written.
+
+    With ``fuse_cpu``, the nodes no kept partition holds (including partitions the cost model rejects)
+    get onnxruntime's full optimizations.  The fused model is kept only if every node of the kept
+    partitions is still claimed and there are no more partitions than planned: a fusion must never
+    cost the EP a node.  The returned report always describes the model actually written.
+    """
+    keep = {name for r in plan.report.partitions if r.estimate is None or r.estimate.get("kept", True)
+            for name in r.nodes}
+    fusion = None
+    if pipeline.fuse_cpu and len(keep) < len(list(plan.model.graph)):
+        unfused = workdir / "unfused.onnx"
+        export.write_onnx(plan.model, unfused)
+        fusion = export.fuse_cpu_nodes(unfused, keep, target, workdir)
+        if fusion is not None:
+            written = _written_report(target, backend, workdir / "fused", strict)
+            claimed = {n for p in written.partitions for n in p.nodes}
+            if not keep <= claimed or len(written.partitions) > len(plan.report.partitions):
+                log.info("CPU fusion would change what %s takes; writing the unfused model", backend.name)
+                fusion = None
+            else:
+                return fusion, written
+        export.write_onnx(mir.load(unfused, check=False), target)
+    else:
+        export.write_onnx(plan.model, target)
+    return fusion, _written_report(target, backend, workdir / "written", strict)
+
+
+def _written_report(path: pathlib.Path, backend: Backend, workdir: pathlib.Path, strict: bool) -> BackendReport:
+    """The backend's view of a written model, after the basic optimizations every ORT session applies."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    model = mir.load(mir.ort_optimized(path, workdir), check=False)
+    proposal = propose(model, [backend], on_error=isolate_faults(strict))
+    bp = proposal.per_backend[backend.name]
+    costs = select_partitions(bp.partitions, RuleContext(model, backend), backend.cost_params())
+    return backend_report(backend, bp, proposal.nodes, costs)
 
 
 def _named_shapes(pipeline: PipelineOptions, model: ir.Model) -> dict[str, Sequence[int]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 
@@ -10,7 +11,7 @@ import onnx_ir as ir
 from . import ir as mir
 from .errors import ModelError
 
-__all__ = ["write_onnx", "write_ort", "ort_format_ops"]
+__all__ = ["write_onnx", "write_ort", "ort_format_ops", "fuse_cpu_nodes", "CpuFusion"]
 
 
 def write_onnx(model: ir.Model, path: str | os.PathLike) -> pathlib.Path:
@@ -62,3 +63,128 @@ def ort_format_ops(ort_path: str | os.PathLike) -> set[str]:
         op = node.OpType().decode()
         ops.add(op if domain in ("", "ai.onnx") else f"{domain}:{op}")
     return ops
+
+
+@dataclasses.dataclass
+class CpuFusion:
+    """What fusing the CPU-only nodes changed."""
+
+    nodes_before: int
+    nodes_after: int
+    ops_before: dict[str, int]
+    ops_after: dict[str, int]
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _count_ops(nodes) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for n in nodes:
+        label = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}:{n.op_type}"
+        counts[label] = counts.get(label, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str | os.PathLike,
+                   workdir: str | os.PathLike) -> CpuFusion | None:
+    """Apply onnxruntime's full (extended-level) optimizations to the nodes NOT named in *keep*.
+
+    The nodes outside *keep* (those no backend claims) are cut out as a sub-model, optimized by
+    onnxruntime at level "all" (its fusions: FusedConv, FusedGemm, GELU, LayerNorm, ...; NCHWc
+    disabled, as for any ARM target) and spliced back; the kept nodes stay plain ONNX ops for the EP.
+    Writes the result to *out_path* and returns what changed, or ``None`` if nothing could be fused.
+    """
+    import onnx
+    import onnx.utils
+    import onnxruntime as ort
+
+    proto = onnx.load(str(onnx_path))
+    graph = proto.graph
+    region = [n for n in graph.node if n.name not in keep]
+    if not region:
+        return None
+    region_names = {n.name for n in region}
+    produced_in_region = {o for n in region for o in n.output if o}
+    initializer_names = {t.name for t in graph.initializer}
+    graph_outputs = {o.name for o in graph.output}
+    consumers_outside = {i for n in graph.node if n.name not in region_names for i in _all_inputs(n) if i}
+    inputs, seen = [], set()
+    for n in region:
+        for name in _all_inputs(n):
+            if name and name not in produced_in_region and name not in initializer_names and name not in seen:
+                seen.add(name)
+                inputs.append(name)
+    outputs = [o for n in region for o in n.output if o and (o in consumers_outside or o in graph_outputs)]
+    if not outputs:
+        return None
+    sub = onnx.utils.Extractor(proto).extract_model(inputs, outputs)
+    if {n.name for n in sub.graph.node} != region_names:
+        return None  # the region is not closed under the extraction: leave the model as it is
+    work = pathlib.Path(workdir)
+    sub_path, opt_path = work / "cpu_region.onnx", work / "cpu_region.opt.onnx"
+    onnx.save(sub, str(sub_path))
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.optimized_model_filepath = str(opt_path)
+    so.log_severity_level = 3
+    try:
+        ort.InferenceSession(str(sub_path), so, providers=["CPUExecutionProvider"],
+                             disabled_optimizers=["NchwcTransformer"])
+    except Exception:
+        return None
+    fused = onnx.load(str(opt_path))
+    boundary = set(inputs) | set(outputs)
+    prefix = "cpu_fused/"
+
+    def rename(name: str) -> str:
+        return name if (not name or name in boundary) else prefix + name
+
+    new_nodes = []
+    for n in fused.graph.node:
+        n.input[:] = [rename(i) for i in n.input]
+        n.output[:] = [rename(o) for o in n.output]
+        n.name = prefix + (n.name or n.op_type)
+        new_nodes.append(n)
+    for t in fused.graph.initializer:
+        t.name = rename(t.name)
+    kept_nodes = [n for n in graph.node if n.name in keep]
+    used_by_kept = {i for n in kept_nodes for i in _all_inputs(n)}
+    kept_inits = [t for t in graph.initializer if t.name in used_by_kept or t.name in graph_outputs]
+    del graph.node[:]
+    graph.node.extend(kept_nodes + new_nodes)
+    del graph.initializer[:]
+    graph.initializer.extend(kept_inits + list(fused.graph.initializer))
+    # Keep the shapes of every value that survives, and take those onnxruntime knows for the fused ops
+    # (ONNX shape inference cannot infer com.microsoft ops; the EP's rules need the shapes after them).
+    surviving = {o for n in graph.node for o in n.output}
+    infos = [vi for vi in graph.value_info if vi.name in surviving]
+    known = {vi.name for vi in infos}
+    for vi in fused.graph.value_info:
+        vi.name = rename(vi.name)
+        if vi.name not in known:
+            infos.append(vi)
+            known.add(vi.name)
+    del graph.value_info[:]
+    graph.value_info.extend(infos)
+    for opset in fused.opset_import:
+        if opset.domain not in {o.domain for o in proto.opset_import}:
+            proto.opset_import.append(opset)
+    from . import ir as mir
+
+    model = mir.from_proto(proto, shapes=True)
+    mir.save(model, out_path)
+    return CpuFusion(len(region), len(new_nodes), _count_ops(region), _count_ops(new_nodes))
+
+
+def _all_inputs(node) -> list[str]:
+    """A node's inputs, including the outer-scope names its subgraphs read."""
+    names = list(node.input)
+    for attribute in node.attribute:
+        graphs = [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
+        for g in graphs:
+            inner_defined = {o for n in g.node for o in n.output} | {i.name for i in g.input} | \
+                {t.name for t in g.initializer}
+            for n in g.node:
+                names.extend(i for i in _all_inputs(n) if i and i not in inner_defined)
+    return names

@@ -67,12 +67,31 @@ def backend_text(report: BackendReport, *, verbose: bool = False, width: int | N
     return lines
 
 
+def _after_summary(after: BackendReport) -> str:
+    count = len(after.partitions)
+    text = (f"{after.supported_nodes}/{after.nodes} nodes in {count} partition{'s' if count != 1 else ''}, "
+            f"verdict {after.verdict}")
+    dropped = [p for p in after.partitions if p.estimate and not p.estimate.get("kept", True)]
+    if dropped:
+        text += f"; {len(dropped)} not worth their copies by the cost model"
+    return text
+
+
 def check_text(report: CheckReport, *, verbose: bool = False) -> str:
     width = _width()
     lines = [_clip(f"{report.model}: {report.nodes} nodes (as an ORT session sees it after basic optimization)",
                    width), ""]
-    for backend in report.backends.values():
+    for name, backend in report.backends.items():
         lines.extend(backend_text(backend, verbose=verbose, width=width))
+        after = report.after_convert.get(name)
+        if after is not None:
+            lines.append(_clip(f"  after mobile-ep convert: {_after_summary(after)}", width))
+        for hint in backend.suggestions:
+            lines.append(_clip(f"  hint: {hint}", width) if not verbose else f"  hint: {hint}")
+        lines.append("")
+    if report.shape_changes:
+        fixed = ", ".join(f"{name} {old} -> {new}" for name, (old, new) in report.shape_changes.items())
+        lines.append(_clip(f"shapes fixed for the after-convert view: {fixed}", width))
         lines.append("")
     if report.combined is not None:
         placement = ", ".join(f"{k}: {v}" for k, v in report.combined.placement.items())
@@ -84,6 +103,21 @@ def check_text(report: CheckReport, *, verbose: bool = False) -> str:
 def convert_text(report: ConvertReport, *, verbose: bool = False) -> str:
     width = _width()
     lines = backend_text(report.check, verbose=verbose, width=width)
+    if report.before is not None:
+        b = report.before
+        lines.append(f"  before mobile-ep: {b.supported_nodes}/{b.nodes} nodes in {len(b.partitions)} partitions, "
+                     f"verdict {b.verdict}")
+    if report.check.rewrites:
+        counts: dict[str, int] = {}
+        for r in report.check.rewrites:
+            counts[r["rewrite"]] = counts.get(r["rewrite"], 0) + 1
+        lines.append(_clip("  rewrites: " + ", ".join(f"{k} x{v}" for k, v in sorted(counts.items())), width))
+    for name, (old, new) in report.shape_changes.items():
+        lines.append(_clip(f"  shape: {name} {old} -> {new}", width))
+    for p in report.check.partitions:
+        if p.estimate and not p.estimate.get("kept", True):
+            lines.append(_clip(f"  note: partition of {len(p.nodes)} nodes ({p.nodes[0]}…): {p.estimate['reason']}; "
+                               "ORT's EP still takes it (--compile can leave it on CPU)", width))
     lines.append("  wrote:")
     for kind, path in report.outputs.items():
         lines.append(_clip(f"    {kind:<7}{path}", width))
@@ -94,6 +128,10 @@ def convert_text(report: ConvertReport, *, verbose: bool = False) -> str:
             worst_rel = max((o.max_rel for o in v.outputs), default=0.0)
             lines.append(f"  verify: {pathlib.Path(v.candidate).name} {status} the original "
                          f"(max abs error {worst_abs:.2e}, max rel error {worst_rel:.2e})")
+            for o in v.outputs:
+                flag = "ok" if o.ok else "MISMATCH"
+                lines.append(_clip(f"    {o.name}: max abs {o.max_abs:.2e}, max rel {o.max_rel:.2e} {flag}"
+                                   f"{' (' + o.note + ')' if o.note else ''}", width))
     else:
         lines.append("  verify: skipped (--no-verify)")
     return "\n".join(lines) + "\n"

@@ -32,6 +32,7 @@ __all__ = [
     "BatchNormToMulAdd",
     "LayerNormToPrimitives",
     "LRNToConv",
+    "ChannelShuffleToGather",
 ]
 
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE)
@@ -456,3 +457,43 @@ class LRNToConv(Rewrite):
         base = b.op("Add", [scaled, _scalar(b, bias, dtype)], shape=shape, dtype=dtype)
         denominator = b.op("Pow", [base, _scalar(b, beta, dtype)], shape=shape, dtype=dtype)
         return [b.op("Div", [x, denominator], shape=shape, dtype=dtype)]
+
+
+class ChannelShuffleToGather(Rewrite):
+    """ShuffleNet's channel shuffle, Reshape [N,C,H,W] -> [N,g,C/g,H,W], Transpose (0,2,1,3,4), Reshape back
+    to [N,C,H,W], -> one Gather of the permuted channels (exact; no rank-5 tensor left)."""
+
+    name = "channel-shuffle-to-gather"
+    op_types = ("Reshape",)
+
+    def _chain(self, node: ir.Node, ctx: RuleContext) -> tuple[ir.Value, np.ndarray] | Support:
+        transpose = node.inputs[0].producer() if node.inputs[0] is not None else None
+        if transpose is None or transpose.op_type != "Transpose" or len(transpose.outputs[0].uses()) != 1:
+            return Support.no("not the end of a Reshape-Transpose-Reshape channel shuffle")
+        if tuple(attr(transpose, "perm", ())) != (0, 2, 1, 3, 4):
+            return Support.no("the Transpose does not swap the group axes")
+        first = transpose.inputs[0].producer() if transpose.inputs[0] is not None else None
+        if first is None or first.op_type != "Reshape" or len(first.outputs[0].uses()) != 1:
+            return Support.no("not the end of a Reshape-Transpose-Reshape channel shuffle")
+        x = first.inputs[0]
+        in_shape = ctx.static_shape(x)
+        mid = ctx.static_shape(first.outputs[0])
+        out = ctx.static_shape(node.outputs[0])
+        if in_shape is None or mid is None or out is None or len(in_shape) != 4 or len(mid) != 5:
+            return Support.no("shapes are not static 4-D / 5-D")
+        n, c, h, w = in_shape
+        if out != in_shape or mid[0] != n or mid[1] * mid[2] != c or mid[3:] != (h, w):
+            return Support.no("the reshapes do not split and merge the channel axis")
+        groups, per_group = mid[1], mid[2]
+        # Output channel j*groups + i takes input channel i*per_group + j.
+        order = np.arange(c).reshape(groups, per_group).T.reshape(-1).astype(np.int64)
+        return x, order
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        chain = self._chain(node, ctx)
+        return chain if isinstance(chain, Support) else Support.yes()
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        x, order = self._chain(node, ctx)  # type: ignore[misc]
+        return [b.op("Gather", [x, b.const(order, "channels")], shape=ctx.static_shape(x), dtype=ctx.dtype(x),
+                     axis=1)]

@@ -40,6 +40,13 @@ class Skipped:
     reason: str
 
 
+def _remove_dead_nodes(graph: ir.Graph) -> None:
+    """Remove nodes whose outputs nobody uses (what multi-node rewrites leave behind), last first."""
+    for node in reversed(list(graph)):
+        if all(not v.uses() and not v.is_graph_output() for v in node.outputs):
+            graph.remove(node, safe=True)
+
+
 def _detach(nodes: Sequence[ir.Node]) -> None:
     """Forget off-graph nodes: drop the uses they registered on existing values."""
     for node in nodes:
@@ -76,6 +83,8 @@ class LegalizePass(ir.passes.InPlacePass):
                 if self._try(model, graph, node, rewrite, ctx):
                     modified = True
                     break
+        if modified:
+            _remove_dead_nodes(graph)
         return ir.passes.PassResult(model, modified)
 
     def _skip(self, rewrite: Rewrite, node: ir.Node, reason: str) -> None:

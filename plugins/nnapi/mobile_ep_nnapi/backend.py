@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 
 import onnx_ir as ir
 
+import mobile_ep
 from mobile_ep import SUPPORTED, Backend, PartitionView, RuleContext, RuleRegistry, Support, op_label
 
 from . import rules as _rules_package
@@ -115,6 +116,25 @@ class NnapiBackend(Backend):
     # -- configuration ------------------------------------------------------------------------------
     def build_rules(self) -> RuleRegistry:
         return RuleRegistry.from_package(_rules_package)
+
+    def rewrites(self) -> tuple[mobile_ep.Rewrite, ...]:
+        """Legalizations into ops ORT's NNAPI EP takes (each applied only where the result is claimed)."""
+        from mobile_ep import rewrites as r
+
+        return (
+            r.SumToAdd(),
+            r.MeanToAddDiv(),
+            r.HardSigmoidToRelu6(),
+            r.HardSwishToRelu6(),
+            r.ClipToMaxMin(),
+            r.ExpandToMul(),
+            r.TileToConcat(),
+            r.SplitToSlices(),
+            r.NegToMul(),
+            r.BatchNormToMulAdd(),
+            r.LayerNormToPrimitives(),
+            r.ChannelShuffleToGather(),
+        )
 
     def qdq_ops(self) -> frozenset[str]:
         """Op types grouped into QDQ node units, as ORT's QDQ selectors group them.
