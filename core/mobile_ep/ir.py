@@ -41,6 +41,7 @@ __all__ = [
     "MAX_VALUE_BYTES",
     "MAX_SUBGRAPH_DEPTH",
     "KNOWN_DOMAINS",
+    "ort_model_source",
 ]
 
 #: Highest ONNX IR version onnxruntime 1.31 accepts (recent onnx releases write 14 by default).
@@ -205,7 +206,7 @@ class _Inspector:
         producer: dict[str, int] = {}
         for index, node in enumerate(graph.node):
             if not node.op_type:
-                self.fail(f"invalid ONNX model: {where}: node {_node_label(node, index)} has no op type")
+                self.fail(f"invalid ONNX model: {where}: node {node.name!r} has no op type")
             if node.domain not in KNOWN_DOMAINS and node.domain not in self.function_domains:
                 self.fail(f"unknown domain: node {_node_label(node, index)} is in domain {node.domain!r}, "
                           "which neither ONNX nor onnxruntime implements")
@@ -704,12 +705,19 @@ def atomic_path(target: str | os.PathLike) -> Iterator[pathlib.Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp_path = pathlib.Path(tmp)
+    os.chmod(tmp_path, _file_mode())  # mkstemp makes 0600; outputs get the usual umask-based mode
     try:
         yield tmp_path
         os.replace(tmp_path, target)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
+
+
+def _file_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def save(model: ir.Model, path: str | os.PathLike, *, external_data: str | None = None) -> pathlib.Path:
@@ -767,12 +775,7 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
     }
     p = _check_path(path)
-    model: str | bytes = str(p)
-    proto = read_proto(p)  # inspected here, whoever called us, before onnxruntime opens anything
-    if proto.ir_version > MAX_IR_VERSION:
-        proto.ir_version = MAX_IR_VERSION
-        model = proto.SerializeToString()
-    del proto
+    read_proto(p)  # inspected here, whoever called us, before onnxruntime opens anything
     out = pathlib.Path(out_dir) / "optimized.onnx"
     so = ort.SessionOptions()
     so.graph_optimization_level = levels[level]
@@ -780,8 +783,7 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
     so.log_severity_level = 4  # errors come back as exceptions: keep stderr to our one line
     so.add_session_config_entry("session.optimized_model_external_initializers_file_name", "optimized.onnx.data")
     so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1048576")
-    if isinstance(model, bytes):
-        so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(p.parent))
+    model = ort_model_source(p, so)
     try:
         ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     except Exception as exc:
@@ -789,3 +791,41 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
         raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None
     return out
 
+
+
+def ort_model_source(path: str | os.PathLike, options) -> str | bytes:
+    """What to hand ``onnxruntime.InferenceSession`` for the model at *path* (an already inspected file).
+
+    The path itself, unless the file's IR version is newer than onnxruntime reads (recent ``onnx``
+    writes IR 14, which onnxruntime 1.31 refuses): then the model's bytes with the IR version lowered to
+    :data:`MAX_IR_VERSION`, and *options* (a ``SessionOptions``) told to read external data from the
+    model's folder.
+    """
+    p = pathlib.Path(path)
+    with open(p, "rb") as f:
+        if f.read(8)[4:8] == b"ORTM":  # an ORT format (flatbuffer) model: onnxruntime reads it as it is
+            return str(p)
+    version = _peek_ir_version(p)
+    if version is not None and version <= MAX_IR_VERSION:
+        return str(p)
+    proto = onnx.load(str(p), load_external_data=False)
+    if proto.ir_version <= MAX_IR_VERSION:
+        return str(p)
+    proto.ir_version = MAX_IR_VERSION
+    options.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                     str(p.parent.resolve()))
+    return proto.SerializeToString()
+
+
+def _peek_ir_version(p: pathlib.Path) -> int | None:
+    """The IR version from the first bytes of a model file (None when it is not the first field)."""
+    with open(p, "rb") as f:
+        head = f.read(11)
+    if not head.startswith(b"\x08"):  # ir_version is field 1; serializers write it first
+        return None
+    value = 0
+    for shift, byte in zip(range(0, 70, 7), head[1:], strict=False):
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value
+    return None

@@ -22,7 +22,8 @@ def parse_shape(text: str) -> tuple[str | None, tuple[int, ...]]:
     """``x=1,3,224,224`` -> ("x", (1, 3, 224, 224)); ``1,3,224,224`` -> (None, ...) for the only input."""
     name, _, dims = text.rpartition("=")
     try:
-        values = tuple(int(d) for d in dims.replace("x", ",").split(",") if d.strip())
+        separator = "," if "," in dims or "x" not in dims else "x"  # 1,3,224,224 or 1x3x224x224
+        values = tuple(int(d) for d in dims.split(separator) if d.strip())
     except ValueError:
         raise UsageError(f"--shape {text!r}: expected NAME=D1,D2,... with integer dims") from None
     if not values and dims.strip() not in ("", "[]"):
