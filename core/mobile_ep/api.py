@@ -524,30 +524,33 @@ def _export_onnx(plan: _Plan, backend: Backend, pipeline: PipelineOptions, targe
                  workdir: pathlib.Path, strict: bool) -> tuple[export.CpuFusion | None, BackendReport]:
     """Write the EP-aware model and predict what the EP does with it, as written.
 
-    With ``fuse_cpu``, the nodes no kept partition holds (including partitions the cost model rejects)
-    get onnxruntime's full optimizations.  The fused model is kept only if every node of the kept
-    partitions is still claimed and there are no more partitions than planned: a fusion must never
-    cost the EP a node.  The returned report always describes the model actually written.
+    With ``fuse_cpu``, the CPU part gets onnxruntime's full optimizations.  First try: every node outside
+    the partitions the cost model keeps (fusing a rejected partition's nodes can make them unclaimable,
+    which realizes the cost model's decision on ORT's EP).  If that would cost a kept partition a node or
+    add partitions, second try: only the nodes no partition holds.  Else the model is written unfused.
+    The returned report always describes the model actually written.
     """
-    keep = {name for r in plan.report.partitions if r.estimate is None or r.estimate.get("kept", True)
+    all_claimed = {name for r in plan.report.partitions for name in r.nodes}
+    kept = {name for r in plan.report.partitions if r.estimate is None or r.estimate.get("kept", True)
             for name in r.nodes}
-    fusion = None
-    if pipeline.fuse_cpu and len(keep) < len(list(plan.model.graph)):
-        unfused = workdir / "unfused.onnx"
-        export.write_onnx(plan.model, unfused)
-        fusion = export.fuse_cpu_nodes(unfused, keep, target, workdir)
-        if fusion is not None:
-            written = _written_report(target, backend, workdir / "fused", strict)
-            claimed = {n for p in written.partitions for n in p.nodes}
-            if not keep <= claimed or len(written.partitions) > len(plan.report.partitions):
-                log.info("CPU fusion would change what %s takes; writing the unfused model", backend.name)
-                fusion = None
-            else:
-                return fusion, written
-        export.write_onnx(mir.load(unfused, check=False), target)
-    else:
+    total = len(list(plan.model.graph))
+    if not pipeline.fuse_cpu or len(all_claimed) == total:
         export.write_onnx(plan.model, target)
-    return fusion, _written_report(target, backend, workdir / "written", strict)
+        return None, _written_report(target, backend, workdir / "written", strict)
+    unfused = workdir / "unfused.onnx"
+    export.write_onnx(plan.model, unfused)
+    attempts = [kept, all_claimed] if kept != all_claimed else [all_claimed]
+    for attempt, keep in enumerate(attempts):
+        fusion = export.fuse_cpu_nodes(unfused, keep, target, workdir)
+        if fusion is None:
+            continue
+        written = _written_report(target, backend, workdir / f"fused{attempt}", strict)
+        claimed = {n for p in written.partitions for n in p.nodes}
+        if keep <= claimed and len(written.partitions) <= len(plan.report.partitions):
+            return fusion, written
+        log.info("CPU fusion of %d nodes would change what %s takes; trying less", total - len(keep), backend.name)
+    export.write_onnx(mir.load(unfused, check=False), target)
+    return None, _written_report(target, backend, workdir / "written", strict)
 
 
 def _written_report(path: pathlib.Path, backend: Backend, workdir: pathlib.Path, strict: bool) -> BackendReport:
