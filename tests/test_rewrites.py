@@ -285,3 +285,130 @@ def test_channel_shuffle_needs_the_exact_pattern(tmp_path):
     legal(model)
     assert legal.applied == []
     assert "does not swap the group axes" in legal.skipped[-1].reason
+
+
+def test_matmul_nd_to_flat_matmul(tmp_path):
+    class FlatOnly(OpRule):
+        op_types = ("MatMul", "Reshape")
+
+        def check(self, unit, ctx):
+            node = unit.target
+            return Support.check(node.op_type != "MatMul" or ctx.rank(node.inputs[0]) == 2, "only 2-D MatMul")
+
+    class Backend_(Backend):
+        name = "flat"
+
+        def build_rules(self):
+            return RuleRegistry([FlatOnly()])
+
+        def rewrites(self):
+            return (rewrites.MatMulToFlatMatMul(),)
+
+    proto = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [tensor("x", [2, 5, 8])],
+                       [tensor("y", [2, 5, 3])], [const("w", rnd(8, 3, seed=9))])
+    feeds = {"x": rnd(2, 5, 8)}
+    model = mir.from_proto(proto)
+    legal = LegalizePass(Backend_())
+    legal(model)
+    assert legal.applied[0].into == ["Reshape", "MatMul", "Reshape"]
+    import onnx
+
+    assert_same(run(proto, feeds), run(onnx.load(mir.save(model, tmp_path / "mm.onnx")), feeds), exact=False)
+
+
+def test_matmul_with_activation_b_is_left_alone(tmp_path):
+    proto = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [tensor("x", [2, 5, 8]), tensor("w", [8, 3])],
+                       [tensor("y", [2, 5, 3])])
+    model = mir.from_proto(proto)
+    legal = LegalizePass(backend_for(rewrites.MatMulToFlatMatMul()))
+    legal(model)
+    assert legal.applied == [] and legal.skipped[0].reason == "B (input 1) is not constant"
+
+
+@pytest.mark.parametrize("shape", [[2, 3, 5], [1, 4, 3, 5]])
+def test_instancenorm_to_primitives(tmp_path, shape):
+    c = shape[1]
+    inits = [const("s", rnd(c, seed=1)), const("b", rnd(c, seed=2))]
+    proto = make_model([helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-4)],
+                       [tensor("x", shape)], [tensor("y", shape)], inits)
+    check(tmp_path, proto, {"x": rnd(*shape) * 5 + 2}, rewrites.InstanceNormToPrimitives(), exact=False)
+
+
+def test_reciprocal_to_div(tmp_path):
+    proto = make_model([helper.make_node("Reciprocal", ["x"], ["y"])], [tensor("x", [14])], [tensor("y", [14])])
+    check(tmp_path, proto, {"x": EDGE.copy()}, rewrites.ReciprocalToDiv())
+
+
+@pytest.mark.parametrize("opset, axes, keepdims", [(11, [1], 1), (11, None, 0), (13, [0, 2], 0), (18, [-1], 1)])
+def test_reducesum_to_mean(tmp_path, opset, axes, keepdims):
+    shape = [2, 3, 4]
+    inputs, inits, attrs = ["x"], [], {"keepdims": keepdims}
+    if opset >= 13 and axes is not None:
+        inputs.append("axes")
+        inits.append(const("axes", np.array(axes, np.int64)))
+    elif axes is not None:
+        attrs["axes"] = axes
+    proto = make_model([helper.make_node("ReduceSum", inputs, ["y"], **attrs)], [tensor("x", shape)],
+                       [tensor("y", None)], inits, opset=opset)
+    check(tmp_path, proto, {"x": rnd(*shape)}, rewrites.ReduceSumToMean(), exact=False)
+
+
+def test_abs_to_relu_is_exact(tmp_path):
+    class Relus(OpRule):
+        op_types = ("Relu", "Mul", "Add")
+
+    class Backend_(Backend):
+        name = "relus"
+
+        def build_rules(self):
+            return RuleRegistry([Relus()])
+
+        def rewrites(self):
+            return (rewrites.AbsToRelu(),)
+
+    proto = make_model([helper.make_node("Abs", ["x"], ["y"])], [tensor("x", [14])], [tensor("y", [14])])
+    before = run(proto, {"x": EDGE.copy()})
+    model = mir.from_proto(proto)
+    LegalizePass(Backend_())(model)
+    import onnx
+
+    after = run(onnx.load(mir.save(model, tmp_path / "abs.onnx")), {"x": EDGE.copy()})
+    assert_same(before, after, exact=True)
+    assert [n.op_type for n in model.graph] == ["Mul", "Relu", "Relu", "Add"]
+
+
+@pytest.mark.parametrize("alpha, beta, trans_b", [(0.5, 1.0, 0), (1.0, 2.0, 1), (3.0, 0.25, 1)])
+def test_gemm_fold_scales(tmp_path, alpha, beta, trans_b):
+    w = rnd(4, 6, seed=3) if trans_b else rnd(6, 4, seed=3)
+    inits = [const("w", w), const("c", rnd(4, seed=4))]
+    proto = make_model([helper.make_node("Gemm", ["x", "w", "c"], ["y"], alpha=alpha, beta=beta, transB=trans_b)],
+                       [tensor("x", [3, 6])], [tensor("y", [3, 4])], inits)
+
+    class GemmPlain(OpRule):
+        op_types = ("Gemm",)
+
+        def check(self, unit, ctx):
+            from mobile_ep import attr
+
+            node = unit.target
+            return Support.check(attr(node, "alpha", 1.0) == 1.0 and attr(node, "beta", 1.0) == 1.0,
+                                 "alpha and beta must be 1")
+
+    class Backend_(Backend):
+        name = "gemm"
+
+        def build_rules(self):
+            return RuleRegistry([GemmPlain()])
+
+        def rewrites(self):
+            return (rewrites.GemmFoldScales(),)
+
+    feeds = {"x": rnd(3, 6)}
+    before = run(proto, feeds)
+    model = mir.from_proto(proto)
+    legal = LegalizePass(Backend_())
+    legal(model)
+    assert len(legal.applied) == 1
+    import onnx
+
+    assert_same(before, run(onnx.load(mir.save(model, tmp_path / "g.onnx")), feeds), exact=False)

@@ -33,6 +33,12 @@ __all__ = [
     "LayerNormToPrimitives",
     "LRNToConv",
     "ChannelShuffleToGather",
+    "MatMulToFlatMatMul",
+    "InstanceNormToPrimitives",
+    "ReciprocalToDiv",
+    "ReduceSumToMean",
+    "AbsToRelu",
+    "GemmFoldScales",
 ]
 
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE)
@@ -497,3 +503,182 @@ class ChannelShuffleToGather(Rewrite):
         x, order = self._chain(node, ctx)  # type: ignore[misc]
         return [b.op("Gather", [x, b.const(order, "channels")], shape=ctx.static_shape(x), dtype=ctx.dtype(x),
                      axis=1)]
+
+
+class MatMulToFlatMatMul(Rewrite):
+    """N-D x 2-D MatMul with a constant B ([..., K] @ [K, N]) -> Reshape to [M, K], 2-D MatMul, Reshape back
+    (exact: the same dot products)."""
+
+    name = "matmul-to-flat-matmul"
+    op_types = ("MatMul",)
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        a, b = ctx.static_shape(node.inputs[0]), ctx.static_shape(node.inputs[1])
+        if a is None or b is None:
+            return Support.no("shapes are not static")
+        if len(a) < 3 or len(b) != 2:
+            return Support.no("needs an input of rank 3+ times a 2-D matrix")
+        if not ctx.is_constant(node.inputs[1]):
+            return Support.no("B (input 1) is not constant")
+        return _float_input(node, ctx)
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        a_shape, b_shape = ctx.static_shape(node.inputs[0]), ctx.static_shape(node.inputs[1])
+        assert a_shape is not None and b_shape is not None
+        dtype = ctx.dtype(node.inputs[0])
+        rows = int(np.prod(a_shape[:-1], dtype=np.int64))
+        flat = b.op("Reshape", [node.inputs[0], b.const(np.array([rows, a_shape[-1]], np.int64), "shape")],
+                    shape=(rows, a_shape[-1]), dtype=dtype)
+        product = b.op("MatMul", [flat, node.inputs[1]], shape=(rows, b_shape[1]), dtype=dtype)
+        out_shape = (*a_shape[:-1], b_shape[1])
+        return [b.op("Reshape", [product, b.const(np.array(out_shape, np.int64), "shape")], shape=out_shape,
+                     dtype=dtype)]
+
+
+class InstanceNormToPrimitives(Rewrite):
+    """InstanceNormalization -> ReduceMean over the spatial axes, Sub, Mul, ReduceMean, Add, Sqrt, Div,
+    per-channel Mul and Add."""
+
+    name = "instancenorm-to-primitives"
+    op_types = ("InstanceNormalization",)
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        shape = ctx.static_shape(node.inputs[0])
+        if shape is None or len(shape) < 3:
+            return Support.no("needs a static input of rank 3+")
+        if not (ctx.is_constant(node.inputs[1]) and ctx.is_constant(node.inputs[2])):
+            return Support.no("scale and bias must be constant")
+        return _float_input(node, ctx)
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        x = node.inputs[0]
+        dtype = ctx.dtype(x)
+        shape = ctx.static_shape(x)
+        assert shape is not None
+        axes = list(range(2, len(shape)))
+        reduced = tuple(1 if i in axes else d for i, d in enumerate(shape))
+        eps = float(attr(node, "epsilon", 1e-5))
+        channel = (-1,) + (1,) * (len(shape) - 2)
+        np_dtype = dtype.numpy()  # type: ignore[union-attr]
+
+        def reduce_mean(v: ir.Value) -> ir.Value:
+            if ctx.opset() >= 18:
+                return b.op("ReduceMean", [v, b.const(np.array(axes, np.int64), "axes")], shape=reduced, dtype=dtype)
+            return b.op("ReduceMean", [v], shape=reduced, dtype=dtype, axes=axes)
+
+        centered = b.op("Sub", [x, reduce_mean(x)], shape=shape, dtype=dtype)
+        variance = reduce_mean(b.op("Mul", [centered, centered], shape=shape, dtype=dtype))
+        std = b.op("Sqrt", [b.op("Add", [variance, _scalar(b, eps, dtype)], shape=reduced, dtype=dtype)],
+                   shape=reduced, dtype=dtype)
+        out = b.op("Div", [centered, std], shape=shape, dtype=dtype)
+        scale = ctx.constant(node.inputs[1]).reshape(channel).astype(np_dtype)  # type: ignore[union-attr]
+        bias = ctx.constant(node.inputs[2]).reshape(channel).astype(np_dtype)  # type: ignore[union-attr]
+        out = b.op("Mul", [out, b.const(scale, "scale")], shape=shape, dtype=dtype)
+        return [b.op("Add", [out, b.const(bias, "bias")], shape=shape, dtype=dtype)]
+
+
+class ReciprocalToDiv(Rewrite):
+    """Reciprocal(x) -> Div(1, x) (exact)."""
+
+    name = "reciprocal-to-div"
+    op_types = ("Reciprocal",)
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        return _float_input(node, ctx)
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        x = node.inputs[0]
+        return [b.op("Div", [_scalar(b, 1.0, ctx.dtype(x)), x], shape=ctx.shape(x), dtype=ctx.dtype(x))]
+
+
+def _reduce_axes(node: ir.Node, ctx: RuleContext) -> list[int] | None:
+    rank = ctx.rank(node.inputs[0])
+    if rank is None:
+        return None
+    if ctx.node_opset(node) >= 13 and node.op_type == "ReduceSum" or ctx.node_opset(node) >= 18:
+        if len(node.inputs) < 2 or node.inputs[1] is None:
+            return None if attr(node, "noop_with_empty_axes", 0) else list(range(rank))
+        axes = ctx.constant(node.inputs[1])
+        return None if axes is None else [int(a) % rank for a in axes.reshape(-1)]
+    axes_attr = attr(node, "axes")
+    return list(range(rank)) if axes_attr is None else [int(a) % rank for a in axes_attr]
+
+
+class ReduceSumToMean(Rewrite):
+    """ReduceSum -> ReduceMean times the number of reduced elements (equal within rounding)."""
+
+    name = "reducesum-to-mean"
+    op_types = ("ReduceSum",)
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        shape = ctx.static_shape(node.inputs[0])
+        if shape is None:
+            return Support.no("input 0 has no static shape")
+        if _reduce_axes(node, ctx) is None:
+            return Support.no("the axes are not constant (or the reduction is a no-op)")
+        return _float_input(node, ctx)
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        x = node.inputs[0]
+        dtype, shape = ctx.dtype(x), ctx.static_shape(x)
+        assert shape is not None
+        axes = _reduce_axes(node, ctx)
+        assert axes is not None
+        keep = int(attr(node, "keepdims", 1))
+        out_shape = tuple(1 if i in axes else d for i, d in enumerate(shape)) if keep else \
+            tuple(d for i, d in enumerate(shape) if i not in axes)
+        count = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+        if ctx.opset() >= 18:
+            mean = b.op("ReduceMean", [x, b.const(np.array(axes, np.int64), "axes")], shape=out_shape, dtype=dtype,
+                        keepdims=keep)
+        else:
+            mean = b.op("ReduceMean", [x], shape=out_shape, dtype=dtype, axes=axes, keepdims=keep)
+        return [b.op("Mul", [mean, _scalar(b, float(count), dtype)], shape=out_shape, dtype=dtype)]
+
+
+class AbsToRelu(Rewrite):
+    """Abs(x) -> Relu(x) + Relu(-x) (exact, NaN and infinities included)."""
+
+    name = "abs-to-relu"
+    op_types = ("Abs",)
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        return _float_input(node, ctx)
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        x = node.inputs[0]
+        dtype, shape = ctx.dtype(x), ctx.shape(x)
+        negated = b.op("Mul", [x, _scalar(b, -1.0, dtype)], shape=shape, dtype=dtype)
+        positive = b.op("Relu", [x], shape=shape, dtype=dtype)
+        negative = b.op("Relu", [negated], shape=shape, dtype=dtype)
+        return [b.op("Add", [positive, negative], shape=shape, dtype=dtype)]
+
+
+class GemmFoldScales(Rewrite):
+    """Gemm with alpha != 1 or beta != 1 and constant B (and C) -> the same Gemm with alpha folded into B
+    and beta into C."""
+
+    name = "gemm-fold-scales"
+    op_types = ("Gemm",)
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        alpha, beta = float(attr(node, "alpha", 1.0)), float(attr(node, "beta", 1.0))
+        if alpha == 1.0 and beta == 1.0:
+            return Support.no("alpha and beta are already 1")
+        if not ctx.is_constant(node.inputs[1]):
+            return Support.no("B (input 1) is not constant")
+        has_c = len(node.inputs) > 2 and node.inputs[2] is not None
+        if has_c and beta != 1.0 and not ctx.is_constant(node.inputs[2]):
+            return Support.no("C (input 2) is not constant")
+        return _float_input(node, ctx)
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        alpha, beta = float(attr(node, "alpha", 1.0)), float(attr(node, "beta", 1.0))
+        weight = ctx.constant(node.inputs[1])
+        assert weight is not None
+        inputs: list[ir.Value | None] = [node.inputs[0], b.const((weight * alpha).astype(weight.dtype), "B")]
+        if len(node.inputs) > 2 and node.inputs[2] is not None:
+            c = ctx.constant(node.inputs[2])
+            inputs.append(b.const((c * beta).astype(c.dtype), "C") if c is not None else node.inputs[2])
+        return [b.op("Gemm", inputs, shape=ctx.shape(node.outputs[0]), dtype=ctx.dtype(node.inputs[0]),
+                     transA=attr(node, "transA", 0) or None, transB=attr(node, "transB", 0) or None)]

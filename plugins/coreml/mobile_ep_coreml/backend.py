@@ -1,13 +1,26 @@
-"""The Core ML backend: options, rule registry and ONNX Runtime's CoreML partition filter."""
+"""The Core ML backend: options, rule registry, ONNX Runtime's CoreML partition filter, and the compile
+contract (MIL lowering to ``.mlpackage`` payloads, their host emulator and the Swift runtime adapter)."""
 
 from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Mapping
 from typing import ClassVar, Literal
 
+import numpy as np
+
 import mobile_ep
-from mobile_ep import Backend, NodeUnit, PartitionView, RuleContext, RuleRegistry, Support, op_label
+from mobile_ep import (
+    Backend,
+    CompiledPartition,
+    NodeUnit,
+    PartitionView,
+    RuleContext,
+    RuleRegistry,
+    Support,
+    op_label,
+)
 
 from . import __version__
 
@@ -16,6 +29,7 @@ __all__ = ["CoreMLBackend", "COREML_VERSION"]
 ModelFormat = Literal["MLProgram", "NeuralNetwork"]
 ComputeUnits = Literal["ALL", "CPUOnly", "CPUAndGPU", "CPUAndNeuralEngine"]
 DeploymentTarget = Literal["iOS15", "iOS16", "iOS17", "iOS18"]
+ComputePrecision = Literal["float32", "float16"]
 
 #: Core ML version guaranteed by each minimum deployment target (macOS 12/13/14/15 are the same versions).
 COREML_VERSION: dict[str, int] = {"iOS15": 5, "iOS16": 6, "iOS17": 7, "iOS18": 8}
@@ -66,6 +80,22 @@ class CoreMLBackend(Backend):
             },
         )
 
+        compute_precision: ComputePrecision = dataclasses.field(
+            default="float32",
+            metadata={
+                "help": "Precision of compiled partitions (--compile): float32, or float16 (ML Program: "
+                "the program computes in fp16, as coremltools' default; NeuralNetwork: fp16 weights)."
+            },
+        )
+        enumerated_dims: str = dataclasses.field(
+            default="",
+            metadata={
+                "help": "Compiled partitions with dynamic input dims: empty for flexible ranges "
+                "(1..unbounded), or comma-separated sizes (e.g. 1,2,4) each dynamic dim may take, "
+                "declared as enumerated shapes."
+            },
+        )
+
         def __post_init__(self) -> None:
             hints = typing.get_type_hints(type(self))
             for field in dataclasses.fields(self):
@@ -79,6 +109,9 @@ class CoreMLBackend(Backend):
                         )
                 elif hint is bool and not isinstance(value, bool):
                     raise ValueError(f"{field.name}={value!r}: expected true or false")
+            sizes = [s.strip() for s in self.enumerated_dims.split(",") if s.strip()]
+            if any(not s.isdigit() or int(s) < 1 for s in sizes):
+                raise ValueError(f"enumerated_dims={self.enumerated_dims!r}: expected positive sizes such as 1,2,4")
 
         @property
         def coreml_version(self) -> int:
@@ -110,6 +143,9 @@ class CoreMLBackend(Backend):
             r.BatchNormToMulAdd(),
             r.LayerNormToPrimitives(),
             r.LRNToConv(),
+            r.InstanceNormToPrimitives(),
+            r.AbsToRelu(),
+            r.GemmFoldScales(),
         )
 
     def qdq_ops(self) -> frozenset[str]:
@@ -141,3 +177,23 @@ class CoreMLBackend(Backend):
         if options.require_static_input_shapes:
             result["RequireStaticInputShapes"] = "1"
         return result
+
+    # -- the compile contract ---------------------------------------------------------------------------
+    def compile(self, partition: PartitionView, ctx: RuleContext) -> CompiledPartition:
+        """Lower *partition* to a MIL program and save it as a zipped ``.mlpackage`` (ML Program for the
+        deployment target, or NeuralNetwork), in the chosen compute precision."""
+        from .compiler import compile_partition
+
+        return compile_partition(self, partition, ctx)
+
+    def emulate(self, payload: CompiledPartition, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run the payload's saved model on this machine with Core ML's semantics (see :mod:`.emulator`)."""
+        from .compiler import emulate
+
+        return emulate(payload, inputs)
+
+    def runtime_adapter(self) -> dict[str, bytes]:
+        """The Swift sources that run payloads on iOS / macOS next to ONNX Runtime."""
+        from mobile_ep.compile import package_files
+
+        return package_files("mobile_ep_coreml", "runtime")
