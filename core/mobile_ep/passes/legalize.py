@@ -91,7 +91,11 @@ class LegalizePass(ir.passes.InPlacePass):
         self.skipped.append(Skipped(rewrite.name, node.name or "", op_label(node), reason))
 
     def _try(self, model: ir.Model, graph: ir.Graph, node: ir.Node, rewrite: Rewrite, ctx: RuleContext) -> bool:
-        matched = rewrite.match(node, ctx)
+        try:
+            matched = rewrite.match(node, ctx)
+        except Exception as exc:  # a broken rewrite costs only its own application
+            self._skip(rewrite, node, f"rewrite check failed: {type(exc).__name__}: {exc}")
+            return False
         if not matched:
             self._skip(rewrite, node, matched.reason)
             return False
