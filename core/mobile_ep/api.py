@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import onnx_ir as ir
 
-from . import export, runtime
+from . import compiled as compiled_models
+from . import export, nodegraph, progress, runtime
 from . import ir as mir
 from .capability import Backend, NodeUnit, RuleContext, Support, op_label
 from .cost import PartitionCost, select_partitions
@@ -110,6 +111,9 @@ class BackendReport:
     rewrites: list[dict] = dataclasses.field(default_factory=list)
     #: What would help, in words.
     suggestions: list[str] = dataclasses.field(default_factory=list)
+    #: The graph this report describes, node by node (recorded under ``nodegraph.recording()``, for the
+    #: HTML report and ``explain``); not part of the JSON.
+    graph: nodegraph.GraphSnapshot | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def coverage(self) -> float:
@@ -185,6 +189,8 @@ class ConvertReport:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     #: The CPU-side fusions applied to nodes no partition keeps.
     cpu_fusion: export.CpuFusion | None = None
+    #: ``convert --compile``: the compiled partitions (:class:`mobile_ep.compiled.CompileResult`).
+    compiled: compiled_models.CompileResult | None = None
 
     def as_dict(self) -> dict:
         result = {
@@ -204,6 +210,8 @@ class ConvertReport:
             result["shape_changes"] = self.shape_changes
         if self.cpu_fusion is not None:
             result["cpu_fusion"] = self.cpu_fusion.as_dict()
+        if self.compiled is not None:
+            result["compiled"] = self.compiled.as_dict()
         result["verification"] = [v.as_dict() for v in self.verification]
         result["timings"] = self.timings
         return result
@@ -220,7 +228,8 @@ class _Timer:
     def __call__(self, step: str) -> Iterator[None]:
         start = time.perf_counter()
         try:
-            yield
+            with progress.step(step):
+                yield
         finally:
             self.timings[step] = round(self.timings.get(step, 0.0) + time.perf_counter() - start, 4)
 
@@ -322,15 +331,24 @@ def _combined(proposal: Proposal) -> CombinedReport:
     return CombinedReport(list(proposal.per_backend), placement, partitions)
 
 
+#: Backend failures already warned about (bounded: cleared when it grows large).
+_WARNED: set[tuple[str, str, str]] = set()
+
+
 def isolate_faults(strict: bool) -> Callable[[Backend, NodeUnit, Exception], Support]:
     """What to do when a backend's code raises: cost it only its own claims, or (strict) stop."""
 
     def on_error(backend: Backend, unit: NodeUnit, exc: Exception) -> Support:
+        if len(_WARNED) > 10_000:
+            _WARNED.clear()
         where = f"{op_label(unit.target)} node {unit.name!r}"
         message = " ".join(str(exc).split()) or "no message"
         if strict:
             raise BackendError(f"backend {backend.name!r} raised {type(exc).__name__} on {where}: {message}") from exc
-        log.warning("backend %s raised %s on %s: %s", backend.name, type(exc).__name__, where, message)
+        key = (backend.name, where, message)
+        if key not in _WARNED:  # one warning per failure, however often the pipeline asks
+            _WARNED.add(key)
+            log.warning("backend %s raised %s on %s: %s", backend.name, type(exc).__name__, where, message)
         return Support.no(f"{backend.name} failed on this node ({type(exc).__name__}: {message}); left on CPU")
 
     return on_error
@@ -403,6 +421,7 @@ def _plan(optimized: pathlib.Path, backend: Backend, options: PipelineOptions, s
     report = backend_report(backend, bp, proposal.nodes, costs)
     if legal is not None:
         report.rewrites = [a.as_dict() for a in legal.applied]
+    nodegraph.attach(report, model)
     return _Plan(model, report)
 
 
@@ -430,6 +449,8 @@ def check(
             model = mir.load(as_is_path, check=False)
         with timer("partition"):
             reports, combined = analyze(model, selected, strict=strict)
+        for backend_name in reports:
+            nodegraph.attach(reports[backend_name], model)
         after: dict[str, BackendReport] = {}
         changes: dict[str, list[str]] = {}
         if after_convert:
@@ -466,12 +487,18 @@ def convert(
     seed: int = 0,
     strict: bool = False,
     pipeline: PipelineOptions | None = None,
+    compile: bool = False,
 ) -> ConvertReport:
     """Write the EP-aware model (ONNX and ORT format) and ``report.json`` into *output_dir*.
 
     With *verify* (the default) the original and both outputs run in onnxruntime on the same generated
     inputs; a mismatch raises :class:`VerificationError` (the files and the report are kept for
     inspection).
+
+    With *compile* the backend (which must implement the compile contract) also lowers the partitions
+    of the written model: ``<model>.<ep>.compiled.onnx`` (EPContext nodes, :mod:`mobile_ep.compiled`), the
+    same split for an app in ``<model>.<ep>.compiled/`` and the runtime adapter's sources in ``adapter/``;
+    verification then also runs the compiled model (onnxruntime + the backend's emulator).
     """
     timer = _Timer()
     pipeline = pipeline or PipelineOptions()
@@ -492,22 +519,33 @@ def convert(
             before_model = mir.load(as_is, check=False)
             before = backend_report(selected, propose(before_model, [selected], on_error=isolate_faults(strict))
                                     .per_backend[selected.name], list(before_model.graph))
+            nodegraph.attach(before, before_model)
             plan = _plan(optimized, selected, pipeline, strict)
         out_dir.mkdir(parents=True, exist_ok=True)
         with timer("export_onnx"):
             fusion, written = _export_onnx(plan, selected, pipeline, paths["onnx"], pathlib.Path(workdir), strict)
+        compile_result = None
+        if compile:
+            with timer("compile"):
+                compile_result = _compile(source, selected, paths, out_dir, pathlib.Path(workdir), pipeline, strict)
         with timer("export_ort"):
-            export.write_ort(paths["onnx"], paths["ort"])
+            if mir.ort_format_fits(paths["onnx"]):
+                export.write_ort(paths["onnx"], paths["ort"])
+            else:  # flatbuffers cannot hold 2 GB: the .onnx (with external data) is the deliverable
+                log.warning("%s: weights too large for ORT format (2 GB limit); no .ort written", source)
+                del paths["ort"]
     report = written
     report.rewrites = plan.report.rewrites
     report.suggestions = _suggestions(before, report, before_model)
     verification: list[runtime.Verification] = []
     if verify:
         with timer("verify"):
-            verification = runtime.verify(source, [paths["onnx"], paths["ort"]], seed=seed,
+            verification = runtime.verify(source, [p for k, p in paths.items() if k in ("onnx", "ort", "compiled")],
+                                          backends={selected.name: selected}, seed=seed,
                                           dims=pipeline.dims, shapes=_named_shapes(pipeline, before_model))
     result = ConvertReport(str(source), selected.name, {k: str(v) for k, v in paths.items()}, report,
-                           verification, before, changes, timer.timings, fusion)
+                           verification, before, changes, timer.timings, fusion,
+                           compiled=compile_result)
     with mir.atomic_path(paths["report"]) as tmp:
         tmp.write_text(json.dumps(result.as_dict(), indent=2) + "\n")
     failed = [v for v in verification if not v.ok]
@@ -560,7 +598,27 @@ def _written_report(path: pathlib.Path, backend: Backend, workdir: pathlib.Path,
     proposal = propose(model, [backend], on_error=isolate_faults(strict))
     bp = proposal.per_backend[backend.name]
     costs = select_partitions(bp.partitions, RuleContext(model, backend), backend.cost_params())
-    return backend_report(backend, bp, proposal.nodes, costs)
+    report = backend_report(backend, bp, proposal.nodes, costs)
+    nodegraph.attach(report, model)
+    return report
+
+
+def _compile(source: pathlib.Path, backend: Backend, paths: dict[str, pathlib.Path], out_dir: pathlib.Path,
+             workdir: pathlib.Path, pipeline: PipelineOptions, strict: bool) -> compiled_models.CompileResult:
+    """``convert --compile``: the compiled-partition model, its app bundle and the runtime adapter."""
+    from .compile import is_compiling
+
+    if not is_compiling(backend):
+        raise UsageError(f"backend {backend.name!r} does not compile partitions: --compile needs a backend with "
+                         "compile/emulate/runtime_adapter")
+    target = compiled_models.compiled_path(source, backend.name, out_dir)
+    result = compiled_models.compile_model(paths["onnx"], backend, target, workdir / "compile", strict=strict,
+                                           use_cost=pipeline.cost_model, max_partitions=pipeline.max_partitions,
+                                           min_nodes=pipeline.min_nodes)
+    result.bundle = str(compiled_models.write_bundle(target))
+    result.adapter = str(compiled_models.write_adapter(backend, out_dir / "adapter"))
+    paths["compiled"] = target
+    return result
 
 
 def _named_shapes(pipeline: PipelineOptions, model: ir.Model) -> dict[str, Sequence[int]]:

@@ -224,12 +224,15 @@ def check(state: _State, model: pathlib.Path | None, eps: str | None, option_val
 @click.option("--verify/--no-verify", default=True, show_default=True,
               help="Run original and converted models on the same inputs and compare every output.")
 @click.option("--seed", default=0, show_default=True, help="Seed for the generated verification inputs.")
+@click.option("--compile", "compile_", is_flag=True,
+              help="Also lower each partition with the backend itself: <model>.<ep>.compiled.onnx (EPContext nodes), "
+                   "its app bundle and the runtime adapter's sources in adapter/.")
 @_pipeline_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.pass_obj
 def convert(state: _State, model: pathlib.Path | None, ep: str, output: pathlib.Path,
-            option_values: tuple[str, ...], verify: bool, seed: int, shapes: tuple[str, ...], dims: tuple[str, ...],
-            max_partitions: int | None, min_nodes: int | None, legalize: bool, cost_model: bool,
+            option_values: tuple[str, ...], verify: bool, seed: int, compile_: bool, shapes: tuple[str, ...],
+            dims: tuple[str, ...], max_partitions: int | None, min_nodes: int | None, legalize: bool, cost_model: bool,
             as_json: bool) -> None:
     """Convert MODEL into an EP-aware model for ORT Mobile with backend EP.
 
@@ -241,6 +244,11 @@ def convert(state: _State, model: pathlib.Path | None, ep: str, output: pathlib.
       <model>.<ep>.onnx   nodes the EP claims kept as plain ONNX ops, as few partitions as possible
       <model>.<ep>.ort    the same in ORT format, for ORT Mobile (CPU fusions recorded for CPU nodes)
       report.json         partitions, every node left on CPU with the reason, verification
+    and with --compile:
+      <model>.<ep>.compiled.onnx  each partition replaced by a com.microsoft:EPContext node holding the
+                                  backend's payload (verified with the backend's emulator)
+      <model>.<ep>.compiled/      the same split for an app: plan.json, CPU segments, payloads
+      adapter/                    the backend's runtime adapter sources (NNAPI: C++, JNI, Kotlin)
 
     Without MODEL, converts the built-in sample CNN (written to the output folder).
 
@@ -248,13 +256,14 @@ def convert(state: _State, model: pathlib.Path | None, ep: str, output: pathlib.
     Examples:
       mobile-ep convert model.onnx --ep nnapi -o out/
       mobile-ep convert model.onnx --ep coreml -O model_format=NeuralNetwork
+      mobile-ep convert model.onnx --ep nnapi --compile -O compile_ops=extended
     """
     names = [ep]
     options = _parse_options(option_values, names)
     pipeline = _pipeline(shapes, dims, max_partitions, min_nodes, legalize, cost_model)
     path = model if model is not None else _sample(output, state)
     result = api.convert(path, ep, output, options=options, plugins=state.plugins, verify=verify, seed=seed,
-                         strict=state.strict, pipeline=pipeline)
+                         strict=state.strict, pipeline=pipeline, compile=compile_)
     if as_json:
         click.echo(report.to_json(result))
     elif not state.quiet:
@@ -303,6 +312,46 @@ def ops(state: _State, eps: str | None, option_values: tuple[str, ...], fmt: str
     names = _parse_eps(eps)
     backends = api.resolve_backends(names or None, _parse_options(option_values, names), state.plugins)
     click.echo(report.ops_markdown(backends) if fmt == "md" else report.ops_text(backends), nl=False)
+
+
+@main.command()
+@click.option("--ep", "eps", metavar="NAMES", help=_EP_HELP)
+@click.option("-O", "--option", "option_values", multiple=True, metavar="B.KEY=VALUE", help=_OPTION_HELP)
+@click.option("--model", "models", multiple=True, type=click.Path(path_type=pathlib.Path),
+              help="Also partition, compile and emulate this model (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
+@click.pass_obj
+def conformance(state: _State, eps: str | None, option_values: tuple[str, ...], models: tuple[pathlib.Path, ...],
+                as_json: bool) -> None:
+    """Run ONNX's own node tests through each backend: claim, compile, emulate, compare.
+
+    Every node test case whose ops all have a rule in the backend is claimed (or declined, with the
+    reason); a compiling backend then lowers the claimed case, emulates the payload and must reproduce
+    ONNX's expected outputs.  Exit code 4 when a claimed case fails.  Plugin authors get the same suite
+    in pytest from mobile_ep.testing (see docs/plugins.md).
+
+    \b
+    Examples:
+      mobile-ep conformance --ep example
+      mobile-ep -v conformance --ep nnapi --model model.onnx --json > conformance.json
+    """
+    import json
+
+    from . import testing
+    from .errors import VerificationError
+
+    names = _parse_eps(eps)
+    backends = api.resolve_backends(names or None, _parse_options(option_values, names), state.plugins)
+    results = [testing.run_conformance(backend, models=models) for backend in backends]
+    if as_json:
+        click.echo(json.dumps([r.as_dict() for r in results], indent=2))
+    elif not state.quiet:
+        for result in results:
+            click.echo(result.text(verbose=state.verbose > 0), nl=False)
+    failed = [r for r in results if not r.ok]
+    if failed:
+        cases = sum(r.count("failed") for r in failed) + sum(m.status != "passed" for r in failed for m in r.models)
+        raise VerificationError(f"{', '.join(r.backend for r in failed)}: {cases} conformance case(s) failed")
 
 
 if __name__ == "__main__":  # pragma: no cover

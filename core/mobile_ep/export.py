@@ -46,6 +46,7 @@ def write_ort(onnx_path: str | os.PathLike, ort_path: str | os.PathLike) -> path
         except Exception as exc:
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ModelError(f"onnxruntime could not convert {onnx_path} to ORT format: {message}") from None
+        mir.canonicalize_ort_file(tmp)  # onnxruntime's hash-map order differs per process: same model, same bytes
     return target
 
 
@@ -136,19 +137,25 @@ def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str |
     fused = onnx.load(str(opt_path))
     boundary = set(inputs) | set(outputs)
     prefix = "cpu_fused/"
-
-    def rename(name: str) -> str:
-        return name if (not name or name in boundary) else prefix + name
+    kept_nodes = [n for n in graph.node if n.name in keep]
+    # Names the fused part defines that the kept part also uses (onnxruntime may reuse names) are
+    # renamed, everywhere they are read, subgraphs included; other names stay as they were.
+    taken = {name for n in kept_nodes for name in (*_all_inputs(n), *n.output)} | {n.name for n in kept_nodes}
+    defined = {o for n in fused.graph.node for o in n.output} | {t.name for t in fused.graph.initializer}
+    clashes = {name: prefix + name for name in (defined & taken) - boundary if name}
 
     new_nodes = []
     for n in fused.graph.node:
-        n.input[:] = [rename(i) for i in n.input]
-        n.output[:] = [rename(o) for o in n.output]
-        n.name = prefix + (n.name or n.op_type)
+        _rename_refs(n, clashes)
+        if n.name in taken or not n.name:
+            n.name = prefix + (n.name or n.op_type)
         new_nodes.append(n)
     for t in fused.graph.initializer:
-        t.name = rename(t.name)
-    kept_nodes = [n for n in graph.node if n.name in keep]
+        t.name = clashes.get(t.name, t.name)
+
+    def rename(name: str) -> str:
+        return clashes.get(name, name)
+
     used_by_kept = {i for n in kept_nodes for i in _all_inputs(n)}
     kept_inits = [t for t in graph.initializer if t.name in used_by_kept or t.name in graph_outputs]
     del graph.node[:]
@@ -175,6 +182,23 @@ def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str |
     model = mir.from_proto(proto, shapes=True)
     mir.save(model, out_path)
     return CpuFusion(len(region), len(new_nodes), _count_ops(region), _count_ops(new_nodes))
+
+
+def _rename_refs(node, mapping: dict[str, str]) -> None:
+    """Rename a node's inputs and outputs, and its subgraphs' reads of outer names, by *mapping*."""
+    if not mapping:
+        return
+    node.input[:] = [mapping.get(i, i) for i in node.input]
+    node.output[:] = [mapping.get(o, o) for o in node.output]
+    for attribute in node.attribute:
+        graphs = [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
+        for g in graphs:
+            inner = {o for n in g.node for o in n.output} | {i.name for i in g.input} | {t.name for t in g.initializer}
+            outer = {k: v for k, v in mapping.items() if k not in inner}
+            for n in g.node:
+                _rename_refs(n, outer)
+            for o in g.output:
+                o.name = outer.get(o.name, o.name)
 
 
 def _all_inputs(node) -> list[str]:

@@ -37,8 +37,9 @@ def mobile_ep_register_backends(register: RegisterBackend) -> None:
     """Register the backends this plugin provides.
 
     :param register: call ``register(backend)`` once for each :class:`mobile_ep.Backend` instance.
-        mobile-ep validates the backend (a unique name, a rule registry) when you call it and raises
-        :class:`mobile_ep.BackendError` for an invalid one.
+        mobile-ep validates the backend (a unique name, a rule registry, a compatible
+        ``plugin_api``) when you call it and raises :class:`mobile_ep.BackendError` (or its subclass
+        :class:`mobile_ep.PluginApiError`) for an invalid one.
 
     Called once per plugin manager, when the backends are first needed.  Return nothing.
     """

@@ -42,6 +42,9 @@ __all__ = [
     "MAX_SUBGRAPH_DEPTH",
     "KNOWN_DOMAINS",
     "ort_model_source",
+    "ort_format_fits",
+    "EMBED_MAX_BYTES",
+    "SINGLE_FILE_MAX_BYTES",
 ]
 
 #: Highest ONNX IR version onnxruntime 1.31 accepts (recent onnx releases write 14 by default).
@@ -720,12 +723,23 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
+#: Weights up to this size are embedded in a saved ``.onnx``; above it they go to ``<name>.data`` beside
+#: it, written tensor by tensor from their memory-mapped sources (embedding holds ~3 copies in memory).
+EMBED_MAX_BYTES = 256 * 2**20
+#: Above this, weights fit neither in one protobuf (2 GB) nor in an ORT format file (flatbuffers, 2 GB).
+SINGLE_FILE_MAX_BYTES = 1_800_000_000
+
+
 def save(model: ir.Model, path: str | os.PathLike, *, external_data: str | None = None) -> pathlib.Path:
-    """Save atomically, with a valid IR version.  Weights above 2 GB in total go to external data."""
+    """Save atomically, with a valid IR version.
+
+    Weights above :data:`EMBED_MAX_BYTES` in total go to external data (``<name>.data``, or the name
+    given), which is written first and also atomically, so the model never refers to a half-written file.
+    """
     path = pathlib.Path(path)
     prepare_for_save(model)
     with atomic_path(path) as tmp:
-        if external_data is None and _total_initializer_bytes(model) > 1_800_000_000:
+        if external_data is None and _total_initializer_bytes(model) > EMBED_MAX_BYTES:
             external_data = path.name + ".data"
         if external_data is not None:
             data_target = path.parent / external_data
@@ -738,6 +752,20 @@ def save(model: ir.Model, path: str | os.PathLike, *, external_data: str | None 
             ir.external_data.load_to_model(model)
             ir.save(model, tmp)
     return path
+
+
+def ort_format_fits(path: str | os.PathLike) -> bool:
+    """Whether the model at *path*, weights included, fits in one ORT format file (flatbuffers: < 2 GB)."""
+    p = pathlib.Path(path)
+    total = p.stat().st_size
+    proto = onnx.load(str(p), load_external_data=False)
+    for tensor in onnx.external_data_helper._get_all_tensors(proto):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            info = {e.key: e.value for e in tensor.external_data}
+            length = info.get("length")
+            total += int(length) if length and length.isdigit() else (_nbytes(tensor.data_type,
+                                                                               math.prod(tensor.dims)) or 0)
+    return total <= SINGLE_FILE_MAX_BYTES
 
 
 def _total_initializer_bytes(model: ir.Model) -> int:
@@ -829,3 +857,104 @@ def _peek_ir_version(p: pathlib.Path) -> int | None:
         if not byte & 0x80:
             return value
     return None
+
+
+def canonicalize_ort_file(path: str | os.PathLike) -> None:
+    """Rewrite an ORT format file so that the same model always gives the same bytes.
+
+    onnxruntime serializes its kernel-type-string resolver from hash maps whose order changes from one
+    process to the next, so two conversions of one model differ in a few hundred bytes before the model
+    itself.  Those tables are rebuilt here in sorted order; the model (written first by onnxruntime, so
+    at the end of the buffer) is kept byte for byte at the same distance from the end, which keeps every
+    offset and alignment in it valid.  Files of another layout are left as they are.
+    """
+    import mmap
+
+    import flatbuffers
+    from onnxruntime.tools.ort_format_model.ort_flatbuffers_py.fbs import (
+        ArgTypeAndIndex,
+        InferenceSession,
+        KernelTypeStrArgsEntry,
+        KernelTypeStrResolver,
+        OpIdKernelTypeStrArgsEntry,
+    )
+
+    p = pathlib.Path(path)
+    with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        total = len(data)
+        if total < 8 or data[4:8] != b"ORTM":
+            return
+        session = InferenceSession.InferenceSession.GetRootAs(data, 0)
+        model, resolver = session.Model(), session.KernelTypeStrResolver()
+        if model is None or resolver is None or session._tab.Offset(8):  # 8: the deprecated session_state
+            return
+        # The model's region starts at its table or at its vtable, which flatbuffers writes just before it.
+        table = model._tab.Pos
+        model_pos = min(table, table - int.from_bytes(data[table:table + 4], "little", signed=True))
+        version = session.OrtVersion()
+        entries = []
+        for i in range(resolver.OpKernelTypeStrArgsLength()):
+            entry = resolver.OpKernelTypeStrArgs(i)
+            kernel_args = []
+            for j in range(entry.KernelTypeStrArgsLength()):
+                item = entry.KernelTypeStrArgs(j)
+                args = [(item.Args(k).ArgType(), item.Args(k).Index()) for k in range(item.ArgsLength())]
+                kernel_args.append((item.KernelTypeStr(), args))
+            entries.append((entry.OpId(), sorted(kernel_args)))
+        entries.sort()
+        tail = total - model_pos
+        if model_pos < 8:
+            return
+        align = 8
+        while align < 4096 and total % (align * 2) == 0:
+            align *= 2
+        builder = flatbuffers.Builder(tail + (1 << 16) + 64 * len(entries))
+        builder.head = len(builder.Bytes) - tail
+        builder.Bytes[builder.head:] = data[model_pos:]
+        builder.minalign = align
+    model_offset = total - table  # end-relative, as the builder counts
+    entry_offsets = []
+    for op_id, kernel_args in entries:
+        item_offsets = []
+        for kernel_type_str, args in kernel_args:
+            arg_offsets = []
+            for arg_type, index in args:
+                ArgTypeAndIndex.Start(builder)
+                ArgTypeAndIndex.AddArgType(builder, arg_type)
+                ArgTypeAndIndex.AddIndex(builder, index)
+                arg_offsets.append(ArgTypeAndIndex.End(builder))
+            KernelTypeStrArgsEntry.StartArgsVector(builder, len(arg_offsets))
+            for offset in reversed(arg_offsets):
+                builder.PrependUOffsetTRelative(offset)
+            args_vector = builder.EndVector()
+            name = builder.CreateString(kernel_type_str)
+            KernelTypeStrArgsEntry.Start(builder)
+            KernelTypeStrArgsEntry.AddKernelTypeStr(builder, name)
+            KernelTypeStrArgsEntry.AddArgs(builder, args_vector)
+            item_offsets.append(KernelTypeStrArgsEntry.End(builder))
+        OpIdKernelTypeStrArgsEntry.StartKernelTypeStrArgsVector(builder, len(item_offsets))
+        for offset in reversed(item_offsets):
+            builder.PrependUOffsetTRelative(offset)
+        items_vector = builder.EndVector()
+        op = builder.CreateString(op_id)
+        OpIdKernelTypeStrArgsEntry.Start(builder)
+        OpIdKernelTypeStrArgsEntry.AddOpId(builder, op)
+        OpIdKernelTypeStrArgsEntry.AddKernelTypeStrArgs(builder, items_vector)
+        entry_offsets.append(OpIdKernelTypeStrArgsEntry.End(builder))
+    KernelTypeStrResolver.StartOpKernelTypeStrArgsVector(builder, len(entry_offsets))
+    for offset in reversed(entry_offsets):
+        builder.PrependUOffsetTRelative(offset)
+    entries_vector = builder.EndVector()
+    KernelTypeStrResolver.Start(builder)
+    KernelTypeStrResolver.AddOpKernelTypeStrArgs(builder, entries_vector)
+    resolver_offset = KernelTypeStrResolver.End(builder)
+    version_offset = builder.CreateString(version) if version is not None else None
+    InferenceSession.Start(builder)
+    if version_offset is not None:
+        InferenceSession.AddOrtVersion(builder, version_offset)
+    InferenceSession.AddModel(builder, model_offset)
+    InferenceSession.AddKernelTypeStrResolver(builder, resolver_offset)
+    root = InferenceSession.End(builder)
+    builder.Finish(root, file_identifier=b"ORTM")
+    with atomic_path(p) as tmp, open(tmp, "wb") as out:
+        out.write(memoryview(builder.Bytes)[builder.Head():])

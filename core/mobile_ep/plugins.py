@@ -85,6 +85,7 @@ class Plugins:
                 plugin = ep.load()
                 self.manager.register(plugin, name=ep.name)
             except pluggy.PluginValidationError as exc:  # e.g. a hook with a parameter no hookspec has
+                self._forget(ep.name)
                 self.errors.append(PluginError(ep.name, f"has an invalid hook: {_one_line(exc)}", exc))
                 continue
             except Exception as exc:  # a broken plugin must not take the tool down
@@ -95,9 +96,21 @@ class Plugins:
             self._origins[ep.name] = f"{dist.name} {dist.version}" if dist is not None else ep.value
         self._check_pending()
 
+    def _forget(self, name: str) -> None:
+        """Drop a plugin pluggy refused half-way (it keeps the name registered when validation fails)."""
+        if self.manager.get_plugin(name) is not None:
+            self.manager.unregister(name=name)
+
     def register(self, plugin: object, name: str | None = None) -> str:
-        """Register a plugin object directly (used by tests and embedding applications)."""
-        registered = self.manager.register(plugin, name=name)
+        """Register a plugin object directly (used by tests and embedding applications).
+
+        Raises pluggy's ``PluginValidationError`` for a hook with a wrong signature.
+        """
+        try:
+            registered = self.manager.register(plugin, name=name)
+        except pluggy.PluginValidationError:
+            self._forget(name or self.manager.get_canonical_name(plugin))
+            raise
         self._backends = None
         self._check_pending()
         return registered  # type: ignore[return-value]

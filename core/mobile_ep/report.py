@@ -121,6 +121,15 @@ def convert_text(report: ConvertReport, *, verbose: bool = False) -> str:
     lines.append("  wrote:")
     for kind, path in report.outputs.items():
         lines.append(_clip(f"    {kind:<7}{path}", width))
+    compiled = getattr(report, "compiled", None)
+    if compiled is not None:
+        lines.append(f"    bundle {compiled.bundle}")
+        lines.append(f"    adapter {compiled.adapter}")
+        lines.append(f"  compiled: {len(compiled.compiled)} partition(s), {compiled.compiled_nodes}/{compiled.nodes} nodes "
+                     f"as {compiled.backend} payloads")
+        for failure in compiled.failures:
+            lines.append(_clip(f"    not compiled (left on CPU): partition {failure.partition} ({len(failure.nodes)} "
+                               f"nodes): {failure.reason}", width))
     if report.verification:
         for v in report.verification:
             status = "matches" if v.ok else "DIFFERS"

@@ -1,4 +1,10 @@
-"""Host execution and verification: run models with onnxruntime's CPU EP and compare their outputs."""
+"""Host execution and verification: run models with onnxruntime's CPU EP and compare their outputs.
+
+Compiled-partition models (``com.microsoft:EPContext`` nodes, see :mod:`mobile_ep.compiled`) run here too:
+:func:`plan_compiled` splits such a model, in topological order, into steps -- CPU segments (sub-models
+run as onnxruntime sessions) and partitions (each run by its backend's ``emulate``) -- and
+:func:`run_compiled` executes them.  :func:`run` and :func:`verify` dispatch to it by themselves.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,14 @@ import dataclasses
 import os
 import pathlib
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from .errors import ModelError
 
-__all__ = ["OutputDiff", "Verification", "make_inputs", "run", "compare", "verify"]
+__all__ = ["OutputDiff", "Verification", "make_inputs", "run", "compare", "verify", "Step", "plan_compiled",
+           "run_compiled", "is_compiled_model", "compiled_tolerances"]
 
 #: Default tolerances: |a - b| <= atol + rtol * |b|.
 ATOL = 1e-4
@@ -49,10 +57,12 @@ class Verification:
 def _session(path: str | os.PathLike):
     import onnxruntime as ort
 
+    from .ir import ort_model_source
+
     so = ort.SessionOptions()
     so.log_severity_level = 3
     try:
-        return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(ort_model_source(path, so), so, providers=["CPUExecutionProvider"])
     except Exception as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None
@@ -96,7 +106,12 @@ def make_inputs(
     return feeds
 
 
-def run(path: str | os.PathLike, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def run(path: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
+        backends: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """The model's outputs on *feeds*: onnxruntime's CPU EP, with the backends' emulators for compiled
+    partitions (*backends* by name; by default the installed ones)."""
+    if is_compiled_model(path):
+        return run_compiled(path, feeds, backends=backends)
     session = _session(path)
     names = [o.name for o in session.get_outputs()]
     known = {i.name for i in session.get_inputs()}
@@ -142,11 +157,247 @@ def compare(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndar
 
 def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike], *, seed: int = 0,
            dims: Mapping[str, int] | None = None, shapes: Mapping[str, Sequence[int]] | None = None,
-           atol: float = ATOL, rtol: float = RTOL) -> list[Verification]:
-    """Run *original* and each candidate on the same generated inputs and compare every output."""
+           atol: float = ATOL, rtol: float = RTOL, backends: Mapping[str, Any] | None = None) -> list[Verification]:
+    """Run *original* and each candidate on the same generated inputs and compare every output.
+
+    A compiled-partition candidate runs with its backends' emulators, compared with the larger of the
+    given tolerances and those its payloads declare (``rtol``/``atol`` metadata).
+    """
     feeds = make_inputs(original, seed=seed, dims=dims, shapes=shapes)
     reference = run(original, feeds)
-    return [
-        Verification(str(pathlib.Path(c)), compare(reference, run(c, feeds), atol=atol, rtol=rtol), seed)
-        for c in candidates
-    ]
+    results = []
+    for c in candidates:
+        c_atol, c_rtol = atol, rtol
+        if is_compiled_model(c):
+            declared = compiled_tolerances(c)
+            c_atol, c_rtol = max(atol, declared[0]), max(rtol, declared[1])
+        outputs = run(c, feeds, backends=backends)
+        results.append(Verification(str(pathlib.Path(c)), compare(reference, outputs, atol=c_atol, rtol=c_rtol), seed))
+    return results
+
+
+# --------------------------------------------------------------------------------------------------
+# Compiled-partition models
+# --------------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Step:
+    """One step of a compiled-partition model: a CPU segment (``kind="onnx"``, ``model`` a ModelProto) or a
+    compiled partition (``kind="partition"``, ``payload`` a CompiledPartition, ``node`` its EPContext node)."""
+
+    kind: str
+    inputs: list[str]
+    outputs: list[str]
+    model: Any = None
+    payload: Any = None
+    node: Any = None
+
+
+def _load_proto(path: str | os.PathLike, external: bool):
+    import onnx
+
+    return onnx.load(str(path), load_external_data=external)
+
+
+def _context_nodes(graph) -> list:
+    return [n for n in graph.node if n.domain == "com.microsoft" and n.op_type == "EPContext"]
+
+
+def is_compiled_model(path: str | os.PathLike) -> bool:
+    """True for an ONNX model with ``com.microsoft:EPContext`` nodes (not for ORT format files)."""
+    p = pathlib.Path(path)
+    try:
+        with open(p, "rb") as f:
+            if f.read(8)[4:8] == b"ORTM":
+                return False
+        return bool(_context_nodes(_load_proto(p, external=False).graph))
+    except Exception:
+        return False
+
+
+def _payload(node, model_dir: pathlib.Path):
+    from .compile import CompiledPartition
+    from .compiled import read_context_file
+
+    attributes = {a.name: a for a in node.attribute}
+    if "ep_cache_context" not in attributes:
+        raise ModelError(f"EPContext node {node.name!r} has no ep_cache_context")
+    data = attributes["ep_cache_context"].s
+    if "embed_mode" in attributes and attributes["embed_mode"].i == 0:
+        data = read_context_file(data.decode("utf-8", errors="replace"), model_dir)
+    return CompiledPartition.from_bytes(data)
+
+
+def _reads(node) -> list[str]:
+    """Names a node reads, including outer-scope names its subgraphs use."""
+    names = [n for n in node.input if n]
+    for attribute in node.attribute:
+        graphs = [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
+        for graph in graphs:
+            local = {i.name for i in graph.input} | {i.name for i in graph.initializer}
+            for inner in graph.node:
+                local.update(inner.output)
+            for inner in graph.node:
+                names.extend(n for n in _reads(inner) if n not in local)
+    return names
+
+
+def compiled_tolerances(path: str | os.PathLike) -> tuple[float, float]:
+    """(atol, rtol): the largest tolerances the model's payloads declare in their metadata (0 if none)."""
+    proto = _load_proto(path, external=False)
+    atol = rtol = 0.0
+    for node in _context_nodes(proto.graph):
+        metadata = _payload(node, pathlib.Path(path).parent).metadata
+        atol = max(atol, float(metadata.get("atol", 0) or 0))
+        rtol = max(rtol, float(metadata.get("rtol", 0) or 0))
+    return atol, rtol
+
+
+def plan_compiled(model: Any, model_dir: str | os.PathLike | None = None) -> list[Step]:
+    """Split a compiled-partition model (a path or a ModelProto) into CPU segments and partitions.
+
+    Nodes are ordered topologically, preferring to continue the current kind, so that consecutive CPU
+    nodes form as few segments as possible.  A segment's inputs are what it reads from graph inputs or
+    earlier steps; its outputs what later steps or the graph's outputs read.
+    """
+    import onnx
+    from onnx import helper
+
+    if not isinstance(model, onnx.ModelProto):
+        model_dir = pathlib.Path(model).parent if model_dir is None else model_dir
+        model = _load_proto(model, external=True)
+    base = pathlib.Path(model_dir) if model_dir is not None else pathlib.Path(".")
+    graph = model.graph
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    types = {vi.name: vi for vi in (*inferred.graph.value_info, *graph.value_info, *graph.input, *graph.output)}
+    graph_inputs = {i.name for i in graph.input}
+    initializers = {t.name: t for t in graph.initializer if t.name not in graph_inputs}
+    nodes = list(graph.node)
+    is_ctx = [n.domain == "com.microsoft" and n.op_type == "EPContext" for n in nodes]
+    producer = {out: i for i, n in enumerate(nodes) for out in n.output if out}
+    reads = [_reads(n) for n in nodes]
+    deps = [{producer[v] for v in r if v in producer and producer[v] != i} for i, r in enumerate(reads)]
+    users: list[list[int]] = [[] for _ in nodes]
+    pending = [len(d) for d in deps]
+    for i, d in enumerate(deps):
+        for j in d:
+            users[j].append(i)
+    ready = {False: [i for i in range(len(nodes)) if not pending[i] and not is_ctx[i]],
+             True: [i for i in range(len(nodes)) if not pending[i] and is_ctx[i]]}
+    order: list[int] = []
+    kind = False
+    while ready[False] or ready[True]:
+        if not ready[kind]:
+            kind = not kind
+        i = ready[kind].pop(0)
+        order.append(i)
+        for u in users[i]:
+            pending[u] -= 1
+            if not pending[u]:
+                ready[is_ctx[u]].append(u)
+    if len(order) != len(nodes):
+        raise ModelError("the compiled model's graph has a cycle")
+    groups: list[tuple[bool, list[int]]] = []
+    for i in order:
+        if groups and not is_ctx[i] and not groups[-1][0]:
+            groups[-1][1].append(i)
+        else:
+            groups.append((is_ctx[i], [i]))
+    graph_outputs = [o.name for o in graph.output]
+    later_reads: list[set[str]] = []
+    needed: set[str] = set(graph_outputs)
+    for _, members in reversed(groups):
+        later_reads.append(set(needed))
+        for i in members:
+            needed.update(reads[i])
+    later_reads.reverse()
+    steps: list[Step] = []
+    for (context, members), wanted in zip(groups, later_reads, strict=True):
+        if context:
+            node = nodes[members[0]]
+            payload = _payload(node, base)
+            steps.append(Step("partition", [n for n in node.input if n], list(node.output), payload=payload, node=node))
+            continue
+        produced = [o for i in members for o in nodes[i].output if o]
+        inside = set(produced)
+        inputs: list[str] = []
+        used_initializers: list[str] = []
+        for i in members:
+            for name in reads[i]:
+                if name in inside:
+                    continue
+                if name in initializers:
+                    if name not in used_initializers:
+                        used_initializers.append(name)
+                elif name not in inputs:
+                    inputs.append(name)
+        outputs = [o for o in produced if o in wanted]
+
+        def info(name: str):
+            if name in types:
+                return types[name]
+            raise ModelError(f"the compiled model gives no type for {name!r}, needed at a segment boundary")
+
+        segment_graph = helper.make_graph([nodes[i] for i in members], f"{graph.name}_segment{len(steps)}",
+                                          [info(n) for n in inputs], [info(n) for n in outputs],
+                                          initializer=[initializers[n] for n in used_initializers])
+        segment = helper.make_model(segment_graph, opset_imports=list(model.opset_import), ir_version=model.ir_version,
+                                    functions=list(model.functions))
+        steps.append(Step("onnx", inputs, outputs, model=segment))
+    return steps
+
+
+def _resolve_backend(name: str, backends: Mapping[str, Any] | None) -> Any:
+    if backends is not None and name in backends:
+        return backends[name]
+    from .plugins import make_plugins
+
+    available = make_plugins().backends()
+    if name not in available:
+        raise ModelError(f"the model has a partition compiled for backend {name!r}, which is not installed")
+    return available[name]
+
+
+def run_compiled(path: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
+                 backends: Mapping[str, Any] | None = None, steps: Sequence[Step] | None = None) -> dict[str, np.ndarray]:
+    """Run a compiled-partition model: onnxruntime for its CPU segments, the backends' emulators for its
+    partitions, in the order of :func:`plan_compiled`."""
+    import onnxruntime as ort
+
+    proto = _load_proto(path, external=False)
+    graph = proto.graph
+    steps = list(steps) if steps is not None else plan_compiled(path)
+    env: dict[str, np.ndarray] = {}
+    fed = {i.name for i in graph.input}
+    for name in fed:
+        if name in feeds:
+            env[name] = np.asarray(feeds[name])
+    if any(i.name not in env for i in graph.input):
+        from onnx import numpy_helper
+
+        defaults = {t.name: t for t in _load_proto(path, external=True).graph.initializer}
+        for i in graph.input:
+            if i.name not in env and i.name in defaults:
+                env[i.name] = numpy_helper.to_array(defaults[i.name])
+    missing = [i.name for i in graph.input if i.name not in env]
+    if missing:
+        raise ModelError(f"{path}: no value for inputs {missing}")
+    for number, step in enumerate(steps):
+        if step.kind == "onnx":
+            so = ort.SessionOptions()
+            so.log_severity_level = 3
+            try:
+                session = ort.InferenceSession(step.model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+                values = session.run(step.outputs, {n: env[n] for n in step.inputs})
+            except Exception as exc:
+                message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise ModelError(f"{path}: onnxruntime failed on CPU segment {number}: {message}") from None
+            env.update(zip(step.outputs, values, strict=True))
+        else:
+            payload = step.payload
+            backend = _resolve_backend(payload.backend, backends)
+            outputs = backend.emulate(payload, {s.name: env[s.name] for s in payload.inputs})
+            for name, spec in zip(step.outputs, payload.outputs, strict=True):
+                if spec.name not in outputs:
+                    raise ModelError(f"{path}: {payload.backend} emulator returned no output {spec.name!r}")
+                env[name] = np.asarray(outputs[spec.name])
+    return {o.name: env[o.name] for o in graph.output}

@@ -199,6 +199,8 @@ class NodeCase:
 
 
 _CASES: tuple[NodeCase, ...] | None = None
+#: Bumped whenever NodeCase changes, so that an old cache is never read.
+_CACHE_SCHEMA = 1
 
 
 def _cache_file() -> pathlib.Path | None:
@@ -212,7 +214,7 @@ def _cache_file() -> pathlib.Path | None:
     else:
         xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
         base = (pathlib.Path(xdg) if xdg else pathlib.Path.home() / ".cache") / "mobile-ep"
-    key = f"onnx-{onnx.__version__}-numpy{np.__version__.split('.')[0]}-py{sys.version_info[0]}{sys.version_info[1]}"
+    key = f"v{_CACHE_SCHEMA}-onnx-{onnx.__version__}-numpy{np.__version__.split('.')[0]}-py{sys.version_info[0]}{sys.version_info[1]}"
     return base / f"node-cases-{key}.pickle"
 
 
@@ -549,6 +551,8 @@ class ConformanceReport:
     compiles: bool
     cases: list[CaseResult] = dataclasses.field(default_factory=list)
     models: list[ModelResult] = dataclasses.field(default_factory=list)
+    #: The test class that produced it (several suites may test one backend in different configurations).
+    suite: str = ""
 
     def count(self, status: str) -> int:
         return sum(1 for c in self.cases if c.status == status)
@@ -561,7 +565,7 @@ class ConformanceReport:
     def ok(self) -> bool:
         return not self.count("failed") and all(m.status == "passed" for m in self.models)
 
-    def summary(self) -> str:
+    def summary(self, *, with_suite: bool = False) -> str:
         parts = [f"{len(self.cases)} ONNX node cases with a rule for every op", f"{self.claimed} claimed"]
         if self.compiles:
             parts += [f"{self.count('passed')} passed", f"{self.count('failed')} failed"]
@@ -570,10 +574,11 @@ class ConformanceReport:
         parts.append(f"{self.count('declined')} declined")
         if self.count("skipped"):
             parts.append(f"{self.count('skipped')} skipped")
-        text = f"{self.backend} {self.version}: " + ", ".join(parts)
+        label = f"{self.backend} {self.version}" + (f" ({self.suite})" if with_suite and self.suite else "")
+        text = f"{label}: " + ", ".join(parts)
         if self.models:
             failed = sum(1 for m in self.models if m.status != "passed")
-            text += f"; {len(self.models)} real models, {failed} failed"
+            text += f"; {len(self.models)} real model{'' if len(self.models) == 1 else 's'}, {failed} failed"
         return text
 
     def text(self, *, verbose: bool = False) -> str:
@@ -589,7 +594,7 @@ class ConformanceReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "backend": self.backend, "version": self.version, "compiles": self.compiles,
+            "backend": self.backend, "version": self.version, "suite": self.suite, "compiles": self.compiles,
             "summary": {"cases": len(self.cases), "claimed": self.claimed, "passed": self.count("passed"),
                         "failed": self.count("failed"), "declined": self.count("declined"),
                         "skipped": self.count("skipped")},
@@ -613,12 +618,15 @@ def run_conformance(backend: Backend, *, cases: Iterable[NodeCase] | None = None
 # --------------------------------------------------------------------------------------------------
 # The pytest suite
 # --------------------------------------------------------------------------------------------------
-#: Results recorded by the suites of this pytest session, per backend (for the summary and --mobile-ep-report).
+#: Results recorded by the suites of this pytest session, per suite (for the summary and --mobile-ep-report).
 _SESSION: dict[str, ConformanceReport] = {}
 
 
-def _record(backend: Backend, result: CaseResult | ModelResult) -> None:
-    report = _SESSION.setdefault(backend.name, ConformanceReport(backend.name, backend.version, is_compiling(backend)))
+def _record(suite: type, backend: Backend, result: CaseResult | ModelResult) -> None:
+    key = f"{suite.__module__}.{suite.__qualname__}"
+    if key not in _SESSION:
+        _SESSION[key] = ConformanceReport(backend.name, backend.version, is_compiling(backend), suite=suite.__name__)
+    report = _SESSION[key]
     (report.cases if isinstance(result, CaseResult) else report.models).append(result)  # type: ignore[arg-type]
 
 
@@ -746,7 +754,7 @@ class BackendConformance:
     def test_node_case(self, node_case: NodeCase) -> None:
         backend = self.make_backend()
         result = run_case(backend, node_case, rtol=self.rtol, atol=self.atol)
-        _record(backend, result)
+        _record(type(self), backend, result)
         if result.status == "failed":
             pytest.fail(f"{backend.name}: {node_case.name}{' (' + result.variant + ')' if result.variant else ''}: "
                         f"{result.detail}", pytrace=False)
@@ -762,7 +770,7 @@ class BackendConformance:
         else:
             path = next(p for p in smoke_models() if p.stem == real_model)
         result = run_model(backend, path)
-        _record(backend, result)
+        _record(type(self), backend, result)
         if result.status != "passed":
             pytest.fail(f"{backend.name}: {result.model}: {result.detail}", pytrace=False)
 
@@ -845,8 +853,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
     if not _SESSION:
         return
     terminalreporter.section("mobile-ep conformance")
+    per_backend: dict[str, int] = {}
     for report in _SESSION.values():
-        terminalreporter.write_line(report.summary())
+        per_backend[report.backend] = per_backend.get(report.backend, 0) + 1
+    for report in _SESSION.values():
+        terminalreporter.write_line(report.summary(with_suite=per_backend[report.backend] > 1))
         for case in report.cases:
             if case.status == "failed":
                 terminalreporter.write_line(f"  failed {case.case}: {case.detail}")
