@@ -298,3 +298,23 @@ def test_partitions_worth_keeping_are_not_fused_away(tmp_path):
     assert [p.nodes for p in report.check.partitions] == [["mm1"], ["mm2"]]
     assert all(p.estimate["kept"] for p in report.check.partitions)
     assert all(v.ok for v in report.verification)
+
+
+@pytest.mark.skipif("nnapi" not in INSTALLED, reason="needs the NNAPI backend")
+def test_regression_nd_matmul_before_batchnorm_with_equal_sizes(tmp_path):
+    """Found by the differential tests: flattening a 4-D MatMul whose N equals the channel count of the
+    BatchNormalization after it let onnxruntime's MatMul+BN fusion fold the scale along the wrong axis."""
+    rng = np.random.default_rng(0)
+    ch = k = 4
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+             helper.make_node("BatchNormalization", ["m", "s", "b", "mu", "v"], ["y"], name="bn")]
+    inits = [numpy_helper.from_array(rng.standard_normal((5, k)).astype(np.float32), "w"),
+             numpy_helper.from_array((rng.standard_normal(ch) + 1).astype(np.float32), "s"),
+             numpy_helper.from_array((rng.standard_normal(ch) * 0.1).astype(np.float32), "b"),
+             numpy_helper.from_array((rng.standard_normal(ch) * 0.1).astype(np.float32), "mu"),
+             numpy_helper.from_array((np.abs(rng.standard_normal(ch)) + 0.5).astype(np.float32), "v")]
+    path = tmp_path / "mmbn.onnx"
+    onnx.save(make_model(nodes, [tensor("x", [1, ch, 3, 5])], [tensor("y", [1, ch, 3, k])], inits, opset=14), path)
+    report = api.convert(path, "nnapi", tmp_path / "out")
+    assert all(v.ok for v in report.verification)
+    assert report.check.rewrites == []

@@ -520,6 +520,11 @@ class MatMulToFlatMatMul(Rewrite):
             return Support.no("needs an input of rank 3+ times a 2-D matrix")
         if not ctx.is_constant(node.inputs[1]):
             return Support.no("B (input 1) is not constant")
+        if any(use.node.op_type == "BatchNormalization" for use in node.outputs[0].uses()):
+            # onnxruntime's basic-level MatMul+BatchNormalization fusion also matches MatMul -> Reshape ->
+            # BatchNormalization and folds the scale along the wrong axis when the channel count equals the
+            # MatMul's N (found by the differential tests; onnxruntime 1.31).
+            return Support.no("a BatchNormalization follows: onnxruntime would mis-fuse the flattened MatMul")
         return _float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
