@@ -40,7 +40,8 @@ def bad_inputs(tmp_path):
     (tmp_path / "empty.onnx").write_bytes(b"")
     cases["empty"] = (tmp_path / "empty.onnx", "empty file")
     cases["missing"] = (tmp_path / "missing.onnx", "no such file")
-    cases["directory"] = (tmp_path, "is a directory")
+    (tmp_path / "folder").mkdir()  # a folder of models is a batch (test_cli_batch.py); an empty one is no model
+    cases["directory"] = (tmp_path / "folder", "is a directory")
     future = make_model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [1])], [tensor("y", [1])], opset=99)
     (tmp_path / "future.onnx").write_bytes(future.SerializeToString())
     cases["unsupported opset"] = (tmp_path / "future.onnx", "unsupported opset: the model imports ai.onnx opset 99")

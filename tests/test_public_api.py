@@ -18,6 +18,8 @@ import mobile_ep
 #: ``mobile_ep``'s top-level names: for users and for backend plugin authors.
 PUBLIC_NAMES = sorted([
     "__version__", "PLUGIN_API_VERSION", "hookimpl",
+    # the command line, from Python (mobile_ep.toplevel)
+    "check", "convert", "explain",
     # the backend contract
     "Backend", "OpRule", "RuleRegistry", "RuleContext", "NodeUnit", "UnitIO", "PartitionView", "Support",
     "SUPPORTED", "DuplicateRuleError", "Layout", "MAX_OPSET", "DataType", "attr", "op_label",

@@ -1,6 +1,7 @@
 """mobile-ep: get ONNX models onto mobile accelerators (Android NNAPI, Apple Core ML) through backends.
 
-The public API for users (``check``/``convert`` live in :mod:`mobile_ep.api`) and for backend plugin
+The public API for users (``check``, ``convert`` and ``explain`` mirror the command line and return
+typed reports; the pipeline behind them is :mod:`mobile_ep.api`) and for backend plugin
 authors: subclass :class:`Backend`, write :class:`OpRule` subclasses answering with :class:`Support`,
 and register the backend from a ``@hookimpl`` function ``mobile_ep_register_backends(register)``.
 """
@@ -30,6 +31,7 @@ from .errors import BackendError, MobileEpError, ModelError, UsageError, Verific
 from .hookspecs import hookimpl
 from .plugins import PluginApiError
 from .rewrite import Builder, Rewrite
+from .toplevel import check, convert, explain
 
 __version__ = "0.1.0"
 #: Version of the plugin API (hooks, Backend and OpRule contracts).  Bumped on incompatible changes.
@@ -37,6 +39,10 @@ PLUGIN_API_VERSION = 1
 
 __all__ = [
     "__version__",
+    # the command line, from Python (mobile_ep.toplevel)
+    "check",
+    "convert",
+    "explain",
     "PLUGIN_API_VERSION",
     "hookimpl",
     "Rewrite",

@@ -354,13 +354,18 @@ def isolate_faults(strict: bool) -> Callable[[Backend, NodeUnit, Exception], Sup
     return on_error
 
 
-def analyze(model: ir.Model, backends: Sequence[Backend], *, strict: bool = False
-            ) -> tuple[dict[str, BackendReport], CombinedReport | None]:
-    """Each backend alone on *model*, and all of them together in priority order."""
+def analyze(model: ir.Model, backends: Sequence[Backend], *, strict: bool = False,
+            proposals: dict[str, Proposal] | None = None) -> tuple[dict[str, BackendReport], CombinedReport | None]:
+    """Each backend alone on *model*, and all of them together in priority order.
+
+    *proposals*, if given, receives each backend's own proposal (for :func:`_plan` to reuse).
+    """
     on_error = isolate_faults(strict)
     reports = {}
     for backend in backends:
         proposal = propose(model, [backend], on_error=on_error)
+        if proposals is not None:
+            proposals[backend.name] = proposal
         bp = proposal.per_backend[backend.name]
         costs = select_partitions(bp.partitions, RuleContext(model, backend), backend.cost_params())
         reports[backend.name] = backend_report(backend, bp, proposal.nodes, costs)
@@ -398,23 +403,44 @@ class _Plan:
     report: BackendReport
 
 
-def _plan(optimized: pathlib.Path, backend: Backend, options: PipelineOptions, strict: bool) -> _Plan:
-    """Legalize for *backend*, partition, judge partitions; undo rewrites that only made bad partitions."""
+def _fresh_copy(optimized: pathlib.Path, source: ir.Model | None) -> ir.Model:
+    """A model to rewrite: a copy of *source* (the model loaded from *optimized*), or the file read again."""
+    if source is not None:
+        try:
+            return source.clone()  # weights are shared, never copied
+        except Exception as exc:  # e.g. nodes out of topological order: read the file again
+            log.debug("cannot copy the loaded model (%s); reading %s again", exc, optimized)
+    return mir.load(optimized, check=False)
+
+
+def _plan(optimized: pathlib.Path, backend: Backend, options: PipelineOptions, strict: bool,
+          source: ir.Model | None = None, reuse: Proposal | None = None) -> _Plan:
+    """Legalize for *backend*, partition, judge partitions; undo rewrites that only made bad partitions.
+
+    *source*: the model already loaded from *optimized* and not changed since; each attempt then works on a
+    copy of it instead of reading and shape-inferring the file again.  *reuse*: *source*'s proposal for
+    *backend* alone, taken as it is when no rewrite applies (the model is then unchanged).
+    """
     on_error = isolate_faults(strict)
     skip: set[str] = set()
     for _attempt in range(2):
-        model = mir.load(optimized, check=False)
+        model = _fresh_copy(optimized, source)
         legal = LegalizePass(backend, skip=skip) if options.legalize else None
         if legal is not None:
             legal(model)
-        proposal = propose(model, [backend], on_error=on_error)
+        if reuse is not None and source is not None and not (legal is not None and legal.applied):
+            proposal = reuse
+        else:
+            proposal = propose(model, [backend], on_error=on_error)
         bp = proposal.per_backend[backend.name]
         ctx = RuleContext(model, backend)
         costs = select_partitions(bp.partitions, ctx, backend.cost_params(), max_partitions=options.max_partitions,
                                   min_nodes=options.min_nodes, use_cost=options.cost_model)
         produced = {n.name: a.node for a in (legal.applied if legal else []) for n in a.nodes}
-        undo = {produced[n.name] for p, c in zip(bp.partitions, costs, strict=True) if not c.kept
-                for n in p.nodes if n.name in produced and all(m.name in produced for m in p.nodes)}
+        undo: set[str] = set()
+        for p, c in zip(bp.partitions, costs, strict=True):  # rejected partitions made only by rewrites
+            if not c.kept and all(n.name in produced for n in p.nodes):
+                undo.update(produced[n.name] for n in p.nodes)
         if not undo or undo <= skip:
             break
         skip |= undo
@@ -447,18 +473,23 @@ def check(
         with timer("load"):
             as_is_path, _ = _optimized_path(model_path, workdir, None)
             model = mir.load(as_is_path, check=False)
+        proposals: dict[str, Proposal] = {}
         with timer("partition"):
-            reports, combined = analyze(model, selected, strict=strict)
+            reports, combined = analyze(model, selected, strict=strict, proposals=proposals)
         for backend_name in reports:
             nodegraph.attach(reports[backend_name], model)
         after: dict[str, BackendReport] = {}
         changes: dict[str, list[str]] = {}
         if after_convert:
             with timer("after_convert"):
-                optimized, changes = _optimized_path(model_path, workdir, pipeline) if pipeline.fixes_shapes \
-                    else (as_is_path, {})
-                for backend in selected:
-                    after[backend.name] = _plan(optimized, backend, pipeline, strict).report
+                if pipeline.fixes_shapes:
+                    optimized, changes = _optimized_path(model_path, workdir, pipeline)
+                    for backend in selected:
+                        after[backend.name] = _plan(optimized, backend, pipeline, strict).report
+                else:  # the same graph as the analysis above: start from it instead of loading it again
+                    for backend in selected:
+                        after[backend.name] = _plan(as_is_path, backend, pipeline, strict, source=model,
+                                                    reuse=proposals[backend.name]).report
         for backend in selected:
             reports[backend.name].suggestions = _suggestions(reports[backend.name], after.get(backend.name), model)
     return CheckReport(str(model_path), len(list(model.graph)), reports, combined, after, changes, timer.timings)
@@ -517,10 +548,13 @@ def convert(
             optimized, changes = _optimized_path(source, workdir, pipeline) if pipeline.fixes_shapes else (as_is, {})
         with timer("partition"):
             before_model = mir.load(as_is, check=False)
-            before = backend_report(selected, propose(before_model, [selected], on_error=isolate_faults(strict))
-                                    .per_backend[selected.name], list(before_model.graph))
+            before_proposal = propose(before_model, [selected], on_error=isolate_faults(strict))
+            before = backend_report(selected, before_proposal.per_backend[selected.name], list(before_model.graph))
             nodegraph.attach(before, before_model)
-            plan = _plan(optimized, selected, pipeline, strict)
+            if pipeline.fixes_shapes:
+                plan = _plan(optimized, selected, pipeline, strict)
+            else:  # the same graph as "before": start from it instead of loading it again
+                plan = _plan(optimized, selected, pipeline, strict, source=before_model, reuse=before_proposal)
         out_dir.mkdir(parents=True, exist_ok=True)
         with timer("export_onnx"):
             fusion, written = _export_onnx(plan, selected, pipeline, paths["onnx"], pathlib.Path(workdir), strict)

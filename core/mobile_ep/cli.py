@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import click
 
-from . import __version__, api, report
+from . import __version__, api, batch, nodegraph, report
 from .errors import EXIT_BACKEND, EXIT_FAILURE, MobileEpError, UsageError
 from .plugins import DISABLE_ENV, Plugins, make_plugins
 
@@ -22,6 +22,8 @@ Exit codes:
   3  the model cannot be used (missing, truncated, not ONNX, invalid, rejected by onnxruntime)
   4  verification failed: the converted model's outputs differ from the original's
   5  a backend plugin failed to load or misbehaved (with --strict)
+  6  several models were given (folder, glob, list) and at least one failed;
+     the summary says which and why, and the others were still processed
 """
 
 
@@ -120,7 +122,13 @@ def main(ctx: click.Context, debug: bool, verbose: int, quiet: bool, strict: boo
       mobile-ep check model.onnx --ep nnapi --json     the same, as JSON
       mobile-ep convert model.onnx --ep nnapi -o out/  EP-aware .onnx + .ort + report.json
       mobile-ep convert --ep coreml                    convert the built-in sample CNN
+      mobile-ep check model.onnx --html report.html    the graph, coloured by where each node runs
+      mobile-ep check models/ --jobs 4                 every model of a folder, one summary line each
+      mobile-ep explain model.onnx n14 --ep nnapi      why that node is on the CPU, and what would help
       mobile-ep ops --ep nnapi --format md             supported ops and their conditions
+      mobile-ep completion bash >> ~/.bashrc           tab completion (bash, zsh, fish)
+
+    Progress bars are drawn on stderr when it is a terminal (never with --quiet).
     """
     # An embedding application may pass its own plugin manager as the context object.
     given = ctx.obj if isinstance(ctx.obj, Plugins) else None
@@ -179,16 +187,119 @@ def _sample(directory: pathlib.Path, state: _State) -> pathlib.Path:
     return path
 
 
+def _progress(state: _State, plan: Sequence[str] = ()):
+    """Progress bars on stderr while the command runs: only on a terminal, never with --quiet."""
+    from . import progress
+
+    reporter = progress.TerminalProgress(plan=plan) if progress.wants_progress(quiet=state.quiet) else None
+    return progress.reporting(reporter)
+
+
+def _complete_backends(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    """Shell completion of --ep: the installed backend plugins (entry points), comma-separated."""
+    import importlib.metadata
+
+    from click.shell_completion import CompletionItem
+
+    from .hookspecs import PROJECT_NAME
+
+    head, _, tail = incomplete.rpartition(",")
+    chosen = set(head.split(",")) if head else set()
+    names = sorted({ep.name for ep in importlib.metadata.entry_points(group=PROJECT_NAME)})
+    return [CompletionItem(f"{head},{n}" if head else n) for n in names if n.startswith(tail) and n not in chosen]
+
+
+_HTML_HELP = ("Also write the HTML report: the graph node by node, coloured by where each node runs, as is and "
+              "after convert side by side (one self-contained file).  With several models: a folder, one "
+              "report per model and index.html.")
+_JOBS_HELP = "With several models: how many to process at once (0: one per CPU core)."
+
+
+def _write_html(state: _State, result: api.CheckReport | api.ConvertReport, path: pathlib.Path) -> None:
+    from . import html
+
+    written = html.write_html(result, path)
+    if not state.quiet:
+        click.echo(f"wrote {written}", err=True)
+
+
+def _html_folder(path: pathlib.Path | None) -> pathlib.Path | None:
+    if path is None:
+        return None
+    if path.suffix.lower() in (".html", ".htm"):
+        raise UsageError(f"--html {path}: with several models --html names a folder (one report per model, "
+                         "and index.html)")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _run_batch(state: _State, paths: Sequence[pathlib.Path], work, jobs: int) -> list[batch.ModelResult]:
+    """Run *work* on each model; errors and (-v) reports are printed as they come, the table at the end."""
+    import os
+
+    from . import progress
+
+    state.plugins  # noqa: B018 -- load (and warn about) plugins once, before any job starts
+    jobs = jobs or os.cpu_count() or 1
+
+    def on_result(result: batch.ModelResult) -> None:
+        with progress.paused():
+            if not result.ok:
+                click.echo(f"mobile-ep: error: {result.error}" if result.model in result.error
+                           else f"mobile-ep: error: {result.model}: {result.error}", err=True)
+            elif result.text:
+                click.echo(f"== {result.model}", nl=True)
+                click.echo(result.text, nl=False)
+
+    with _progress(state):
+        return batch.run_many(paths, work, jobs=jobs, debug=state.debug, on_result=on_result)
+
+
+def _finish_batch(state: _State, results: Sequence[batch.ModelResult], kind: str, as_json: bool,
+                  html_dir: pathlib.Path | None) -> None:
+    import json
+
+    if html_dir is not None:
+        from . import html
+
+        rows = []
+        for r in results:
+            if not r.ok:
+                rows.append((None, [r.model, f"FAILED (exit {r.exit_code}): {r.error.splitlines()[0]}"]))
+                continue
+            cells = [r.model, str(r.row.get("nodes", ""))]
+            for name, e in r.row.get("backends", {}).items():
+                cells.append(f"{name}: {e['partitions']} partition(s), {e['claimed']}/{e['nodes']} claimed, "
+                             f"{e['verdict']}")
+            rows.append((pathlib.Path(r.html).name if r.html else None, cells))
+        index = html_dir / "index.html"
+        index.write_text(html.render_index(f"mobile-ep {kind}: {len(results)} models", ["model", "nodes", "backends"],
+                                           rows), encoding="utf-8")
+        if not state.quiet:
+            click.echo(f"wrote {index}", err=True)
+    if as_json:
+        click.echo(json.dumps(batch.batch_json(results), indent=2))
+    elif not state.quiet:
+        click.echo(batch.summary_table(results, kind), nl=False)
+    failed = [r for r in results if not r.ok]
+    if failed:
+        raise batch.SomeModelsFailed(f"{len(failed)} of {len(results)} models failed: "
+                                     + ", ".join(r.model for r in failed[:5]) + (", …" if len(failed) > 5 else ""))
+
+
 @main.command()
-@click.argument("model", required=False, type=click.Path(path_type=pathlib.Path))
-@click.option("--ep", "eps", metavar="NAMES", help=_EP_HELP)
+@click.argument("models", nargs=-1, type=click.Path(path_type=pathlib.Path), metavar="[MODEL]...")
+@click.option("--ep", "eps", metavar="NAMES", help=_EP_HELP, shell_complete=_complete_backends)
 @click.option("-O", "--option", "option_values", multiple=True, metavar="B.KEY=VALUE", help=_OPTION_HELP)
 @_pipeline_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=True, path_type=pathlib.Path), metavar="FILE",
+              help=_HTML_HELP)
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True, help=_JOBS_HELP)
 @click.pass_obj
-def check(state: _State, model: pathlib.Path | None, eps: str | None, option_values: tuple[str, ...],
+def check(state: _State, models: tuple[pathlib.Path, ...], eps: str | None, option_values: tuple[str, ...],
           shapes: tuple[str, ...], dims: tuple[str, ...], max_partitions: int | None, min_nodes: int | None,
-          legalize: bool, cost_model: bool, as_json: bool) -> None:
+          legalize: bool, cost_model: bool, as_json: bool, html_path: pathlib.Path | None, jobs: int) -> None:
     """Predict how ORT Mobile's execution providers will partition MODEL.
 
     The model is analysed as an ONNX Runtime session sees it after the basic-level optimizations every
@@ -196,30 +307,69 @@ def check(state: _State, model: pathlib.Path | None, eps: str | None, option_val
     with the reason, and ORT's verdict (YES / MAYBE / NO) -- as ORT Mobile sees the model today, and
     after `mobile-ep convert` (with the given --shape/--dim fixes and the backend's rewrites).
 
+    Several models (paths, folders of *.onnx, quoted globs such as 'models/**/*.onnx') are checked one
+    after the other (or --jobs at a time); a model that fails is reported and the others go on; a table
+    ends the run, one line per model: nodes, and per backend the partitions, the share of nodes claimed
+    and the verdict, as is and after convert.  Exit code 6 if a model failed.
+
     \b
     Examples:
       mobile-ep check resnet50.onnx --ep nnapi
       mobile-ep check model.onnx --ep nnapi,coreml -O nnapi.api_level=28 --json > report.json
       mobile-ep check ocr.onnx --ep nnapi --shape x=1,3,48,320
+      mobile-ep check densenet.onnx --ep nnapi,coreml --html report.html
+      mobile-ep check models/ --ep nnapi --jobs 4 --html reports/
+      mobile-ep -v check 'zoo/**/*.onnx' --ep coreml      (every report, then the table)
     """
     names = _parse_eps(eps)
     options = _parse_options(option_values, names)
     pipeline = _pipeline(shapes, dims, max_partitions, min_nodes, legalize, cost_model)
+    if batch.is_batch(models):
+        _check_many(state, models, names, options, pipeline, as_json, html_path, jobs)
+        return
     with tempfile.TemporaryDirectory(prefix="mobile-ep-sample-") as tmp:
-        path = model if model is not None else _sample(pathlib.Path(tmp), state)
-        result = api.check(path, names or None, options=options, plugins=state.plugins, strict=state.strict,
-                           pipeline=pipeline)
+        path = models[0] if models else _sample(pathlib.Path(tmp), state)
+        with _progress(state, ["load", "partition", "after_convert"]), nodegraph.recording(html_path is not None):
+            result = api.check(path, names or None, options=options, plugins=state.plugins, strict=state.strict,
+                               pipeline=pipeline)
+    if html_path is not None:
+        _write_html(state, result, html_path)
     if as_json:
         click.echo(report.to_json(result))
     elif not state.quiet:
         click.echo(report.check_text(result, verbose=state.verbose > 0), nl=False)
 
 
+def _check_many(state: _State, arguments: Sequence[pathlib.Path], names: list[str],
+                options: dict[str, dict[str, str]], pipeline: api.PipelineOptions, as_json: bool,
+                html_path: pathlib.Path | None, jobs: int) -> None:
+    from . import html
+
+    paths = batch.expand_models(arguments)
+    stems = batch.unique_stems(paths)
+    html_dir = _html_folder(html_path)
+    plugins = state.plugins
+
+    def work(i: int) -> batch.ModelResult:
+        with nodegraph.recording(html_dir is not None):
+            result = api.check(paths[i], names or None, options=options, plugins=plugins, strict=state.strict,
+                               pipeline=pipeline)
+        written = str(html.write_html(result, html_dir / f"{stems[i]}.html")) if html_dir is not None else None
+        text = report.check_text(result, verbose=state.verbose > 1) if state.verbose and not as_json else ""
+        return batch.ModelResult(str(paths[i]), True, row=batch.check_row(result),
+                                 report=result.as_dict() if as_json else None, text=text, html=written)
+
+    results = _run_batch(state, paths, work, jobs)
+    _finish_batch(state, results, "check", as_json, html_dir)
+
+
 @main.command()
-@click.argument("model", required=False, type=click.Path(path_type=pathlib.Path))
-@click.option("--ep", "ep", required=True, metavar="NAME", help="The target backend (nnapi, coreml, or a plugin's).")
+@click.argument("models", nargs=-1, type=click.Path(path_type=pathlib.Path), metavar="[MODEL]...")
+@click.option("--ep", "ep", required=True, metavar="NAME", help="The target backend (nnapi, coreml, or a plugin's).",
+              shell_complete=_complete_backends)
 @click.option("-o", "--output", "output", type=click.Path(path_type=pathlib.Path), default=pathlib.Path("out"),
-              show_default=True, help="Folder for the converted model and report.json.")
+              show_default=True, help="Folder for the converted model and report.json (with several models: "
+                                      "one subfolder per model).")
 @click.option("-O", "--option", "option_values", multiple=True, metavar="KEY=VALUE", help=_OPTION_HELP)
 @click.option("--verify/--no-verify", default=True, show_default=True,
               help="Run original and converted models on the same inputs and compare every output.")
@@ -229,11 +379,14 @@ def check(state: _State, model: pathlib.Path | None, eps: str | None, option_val
                    "its app bundle and the runtime adapter's sources in adapter/.")
 @_pipeline_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=True, path_type=pathlib.Path), metavar="FILE",
+              help=_HTML_HELP)
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True, help=_JOBS_HELP)
 @click.pass_obj
-def convert(state: _State, model: pathlib.Path | None, ep: str, output: pathlib.Path,
+def convert(state: _State, models: tuple[pathlib.Path, ...], ep: str, output: pathlib.Path,
             option_values: tuple[str, ...], verify: bool, seed: int, compile_: bool, shapes: tuple[str, ...],
             dims: tuple[str, ...], max_partitions: int | None, min_nodes: int | None, legalize: bool, cost_model: bool,
-            as_json: bool) -> None:
+            as_json: bool, html_path: pathlib.Path | None, jobs: int) -> None:
     """Convert MODEL into an EP-aware model for ORT Mobile with backend EP.
 
     Before export: input shapes are fixed (--shape/--dim), onnxruntime folds constants, and nodes the
@@ -250,24 +403,102 @@ def convert(state: _State, model: pathlib.Path | None, ep: str, output: pathlib.
       <model>.<ep>.compiled/      the same split for an app: plan.json, CPU segments, payloads
       adapter/                    the backend's runtime adapter sources (NNAPI: C++, JNI, Kotlin)
 
-    Without MODEL, converts the built-in sample CNN (written to the output folder).
+    Without MODEL, converts the built-in sample CNN (written to the output folder).  Several models
+    (paths, folders, quoted globs) are converted into one subfolder each of the output folder, --jobs at a
+    time, with a summary table at the end; exit code 6 if a model failed.
 
     \b
     Examples:
       mobile-ep convert model.onnx --ep nnapi -o out/
       mobile-ep convert model.onnx --ep coreml -O model_format=NeuralNetwork
       mobile-ep convert model.onnx --ep nnapi --compile -O compile_ops=extended
+      mobile-ep convert model.onnx --ep nnapi --html out/report.html
+      mobile-ep convert models/ --ep coreml -o out/ --jobs 2
     """
     names = [ep]
     options = _parse_options(option_values, names)
     pipeline = _pipeline(shapes, dims, max_partitions, min_nodes, legalize, cost_model)
-    path = model if model is not None else _sample(output, state)
-    result = api.convert(path, ep, output, options=options, plugins=state.plugins, verify=verify, seed=seed,
-                         strict=state.strict, pipeline=pipeline, compile=compile_)
+    if batch.is_batch(models):
+        _convert_many(state, models, ep, output, options, pipeline, verify, seed, compile_, as_json, html_path, jobs)
+        return
+    path = models[0] if models else _sample(output, state)
+    plan = ["load", "partition", "export_onnx", "export_ort"] + (["compile"] if compile_ else []) \
+        + (["verify"] if verify else [])
+    with _progress(state, plan), nodegraph.recording(html_path is not None):
+        result = api.convert(path, ep, output, options=options, plugins=state.plugins, verify=verify, seed=seed,
+                             strict=state.strict, pipeline=pipeline, compile=compile_)
+    if html_path is not None:
+        _write_html(state, result, html_path)
     if as_json:
         click.echo(report.to_json(result))
     elif not state.quiet:
         click.echo(report.convert_text(result, verbose=state.verbose > 0), nl=False)
+
+
+def _convert_many(state: _State, arguments: Sequence[pathlib.Path], ep: str, output: pathlib.Path,
+                  options: dict[str, dict[str, str]], pipeline: api.PipelineOptions, verify: bool, seed: int,
+                  compile_: bool, as_json: bool, html_path: pathlib.Path | None, jobs: int) -> None:
+    from . import html
+
+    paths = batch.expand_models(arguments)
+    stems = batch.unique_stems(paths)
+    html_dir = _html_folder(html_path)
+    plugins = state.plugins
+
+    def work(i: int) -> batch.ModelResult:
+        with nodegraph.recording(html_dir is not None):
+            result = api.convert(paths[i], ep, output / stems[i], options=options, plugins=plugins, verify=verify,
+                                 seed=seed, strict=state.strict, pipeline=pipeline, compile=compile_)
+        written = str(html.write_html(result, html_dir / f"{stems[i]}.html")) if html_dir is not None else None
+        text = report.convert_text(result, verbose=state.verbose > 1) if state.verbose and not as_json else ""
+        return batch.ModelResult(str(paths[i]), True, row=batch.convert_row(result),
+                                 report=result.as_dict() if as_json else None, text=text, html=written)
+
+    results = _run_batch(state, paths, work, jobs)
+    _finish_batch(state, results, "convert", as_json, html_dir)
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=pathlib.Path))
+@click.argument("node")
+@click.option("--ep", "eps", metavar="NAMES", help=_EP_HELP, shell_complete=_complete_backends)
+@click.option("-O", "--option", "option_values", multiple=True, metavar="B.KEY=VALUE", help=_OPTION_HELP)
+@_pipeline_options
+@click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON on stdout.")
+@click.pass_obj
+def explain(state: _State, model: pathlib.Path, node: str, eps: str | None, option_values: tuple[str, ...],
+            shapes: tuple[str, ...], dims: tuple[str, ...], max_partitions: int | None, min_nodes: int | None,
+            legalize: bool, cost_model: bool, as_json: bool) -> None:
+    """Explain why NODE of MODEL runs where it does, and what would change that.
+
+    NODE is a node name as `check -v` and the HTML report show it (the graph an ORT session partitions),
+    or the name of a value the node produces.  For each backend: the partition it joins (and the cost
+    model's view of it) or the reason it stays on the CPU; then every change that would move it, each
+    computed by re-running the rules and the partitioner: another value of each backend option (a higher
+    api_level, another model_format or deployment_target, ...), the dynamic input shapes fixed (your
+    --shape/--dim, or a guess it says is one), what `mobile-ep convert` does to it (the rewrite that
+    replaces it), and the other installed backends.
+
+    \b
+    Examples:
+      mobile-ep explain resnet50.onnx n14 --ep nnapi          a Sum left on CPU: convert rewrites it
+      mobile-ep explain model.onnx conv_3 --ep coreml -O coreml.model_format=NeuralNetwork
+      mobile-ep explain ocr.onnx logits --ep nnapi --shape x=1,3,48,320 --json
+    """
+    import json
+
+    from . import explanation as explaining
+
+    names = _parse_eps(eps)
+    options = _parse_options(option_values, names)
+    pipeline = _pipeline(shapes, dims, max_partitions, min_nodes, legalize, cost_model)
+    with _progress(state, ["load", "partition", "after_convert"]):
+        result = explaining.explain(model, node, names or None, options=options, plugins=state.plugins,
+                                    strict=state.strict, pipeline=pipeline)
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    elif not state.quiet:
+        click.echo(result.text(verbose=state.verbose > 0), nl=False)
 
 
 @main.command(name="list")
@@ -278,6 +509,12 @@ def list_(state: _State, verbose: int) -> None:
 
     With -v, also each backend's options with their defaults.  Set MOBILE_EP_DISABLE_PLUGINS=1 to load
     no plugins (or a comma-separated list of plugin names to block).
+
+    \b
+    Examples:
+      mobile-ep list
+      mobile-ep list -v                               options and their defaults
+      MOBILE_EP_DISABLE_PLUGINS=coreml mobile-ep list  as if Core ML were not installed
     """
     plugins = state.plugins
     backends = plugins.backends()
@@ -308,7 +545,14 @@ def _env_blocked() -> bool:
               help="Plain text, or a Markdown table (as in the README).")
 @click.pass_obj
 def ops(state: _State, eps: str | None, option_values: tuple[str, ...], fmt: str) -> None:
-    """Show the ops each backend supports, with their conditions, generated from its rules."""
+    """Show the ops each backend supports, with their conditions, generated from its rules.
+
+    \b
+    Examples:
+      mobile-ep ops --ep nnapi
+      mobile-ep ops --ep coreml -O coreml.model_format=NeuralNetwork
+      mobile-ep ops --format md > docs/ops.md
+    """
     names = _parse_eps(eps)
     backends = api.resolve_backends(names or None, _parse_options(option_values, names), state.plugins)
     click.echo(report.ops_markdown(backends) if fmt == "md" else report.ops_text(backends), nl=False)
@@ -342,7 +586,8 @@ def conformance(state: _State, eps: str | None, option_values: tuple[str, ...], 
 
     names = _parse_eps(eps)
     backends = api.resolve_backends(names or None, _parse_options(option_values, names), state.plugins)
-    results = [testing.run_conformance(backend, models=models) for backend in backends]
+    with _progress(state):
+        results = [_conformance(testing, backend, models) for backend in backends]
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in results], indent=2))
     elif not state.quiet:
@@ -352,6 +597,49 @@ def conformance(state: _State, eps: str | None, option_values: tuple[str, ...], 
     if failed:
         cases = sum(r.count("failed") for r in failed) + sum(m.status != "passed" for r in failed for m in r.models)
         raise VerificationError(f"{', '.join(r.backend for r in failed)}: {cases} conformance case(s) failed")
+
+
+def _conformance(testing, backend, models: Sequence[pathlib.Path]):
+    """``testing.run_conformance``, case by case when a progress bar follows it."""
+    from . import progress
+
+    if not progress.active():
+        return testing.run_conformance(backend, models=models)
+    cases = testing.candidate_cases(backend)
+    result = testing.run_conformance(backend, cases=[])
+    for case in progress.track(cases, f"conformance {backend.name}: node tests"):
+        result.cases.extend(testing.run_conformance(backend, cases=[case]).cases)
+    for model in progress.track(list(models), f"conformance {backend.name}: models"):
+        result.models.extend(testing.run_conformance(backend, cases=[], models=[model]).models)
+    return result
+
+
+@main.command()
+@click.argument("shell", required=False, type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str | None) -> None:
+    """Print the shell completion script for SHELL (default: from $SHELL).
+
+    Completes commands, options, file names and --ep backend names.
+
+    \b
+    Enable it once:
+      bash:  mobile-ep completion bash >> ~/.bashrc
+      zsh:   mobile-ep completion zsh >> ~/.zshrc
+      fish:  mobile-ep completion fish > ~/.config/fish/completions/mobile-ep.fish
+    (or, without this command: eval "$(_MOBILE_EP_COMPLETE=bash_source mobile-ep)")
+    """
+    import os
+
+    from click.shell_completion import get_completion_class
+
+    if shell is None:
+        shell = os.path.basename(os.environ.get("SHELL", "")) or "bash"
+        if shell not in ("bash", "zsh", "fish"):
+            raise UsageError(f"cannot tell your shell from SHELL={os.environ.get('SHELL', '')!r}: "
+                             "name it (bash, zsh or fish)")
+    cls = get_completion_class(shell)
+    assert cls is not None
+    click.echo(cls(main, {}, "mobile-ep", "_MOBILE_EP_COMPLETE").source())
 
 
 if __name__ == "__main__":  # pragma: no cover

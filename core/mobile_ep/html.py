@@ -54,6 +54,8 @@ __all__ = [
 COLLAPSE_ABOVE = 1500
 #: Shortest run of nodes collapsed into one box.
 MIN_CHAIN = 3
+#: Longest tables in the page (rewrites, reasons); the graph itself always has every node.
+_MAX_ROWS = 300
 
 
 class MissingGraphError(ValueError):
@@ -124,6 +126,11 @@ def layered_layout(count: int, edges: Iterable[tuple[int, int]], *, sweeps: int 
         downwards = sweep % 2 == 0
         neighbours = down_pred if downwards else down_succ
         for members in (layers if downwards else reversed(layers)):
+            if len(members) == 1:  # most layers of a deep network: no order to keep
+                v = members[0]
+                if neighbours[v]:
+                    x[v] = sum(x[n] for n in neighbours[v]) / len(neighbours[v])
+                continue
             desired = [(sum(x[n] for n in neighbours[v]) / len(neighbours[v]) if neighbours[v] else x[v])
                        for v in members]
             for v, xv in zip(members, _place(desired), strict=True):
@@ -183,7 +190,8 @@ def _place(desired: Sequence[float]) -> list[float]:
     result: list[float] = []
     for total, n in blocks:
         mean = total / n
-        result.extend(mean + len(result) + k for k in range(int(n)))
+        start = len(result)
+        result.extend([mean + start + k for k in range(int(n))])
     return result
 
 
@@ -382,7 +390,6 @@ def report_data(report: CheckReport | ConvertReport) -> dict:
 
     if isinstance(report, CheckReport):
         kind = "check"
-        first = True
         for name, b in report.backends.items():
             gid = add_graph("asis", _require_graph(b, name))
             views.append(_backend_view(f"asis:{name}", f"{name} — as is", gid, "asis", b, graphs[gid].index()))
@@ -392,14 +399,12 @@ def report_data(report: CheckReport | ConvertReport) -> dict:
                 views.append(_backend_view(f"after:{name}", f"{name} — after convert", agid, "after", after,
                                            graphs[agid].index()))
                 rewrites[name] = list(after.rewrites)
-                pairs.append([f"asis:{name}", f"after:{name}"])
-            elif first:
-                pairs.append([f"asis:{name}", f"asis:{name}"])
-            first = False
         if report.combined is not None and "asis" in graphs:
-            views.insert(0, _combined_view(report, graphs["asis"]))
-            if len(report.backends) > 1:
-                pairs.insert(0, ["combined", pairs[0][1] if pairs else "combined"])
+            views.append(_combined_view(report, graphs["asis"]))
+        for name in report.backends:  # default panels: as is | after convert, for the first backend
+            right = f"after:{name}" if name in report.after_convert else (
+                "combined" if report.combined is not None else f"asis:{name}")
+            pairs.append([f"asis:{name}", right])
     else:
         kind = "convert"
         name = report.backend
@@ -506,7 +511,7 @@ def _cpu_table(report: BackendReport, graph: str) -> str:
     for item in report.unsupported:
         groups.setdefault(item.reason, []).append(item.node)
     rows = []
-    for reason, names in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+    for reason, names in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:_MAX_ROWS]:
         shown = ", ".join(_node_link(n, graph) for n in names[:8])
         more = f" … (+{len(names) - 8})" if len(names) > 8 else ""
         rows.append(f"<tr><td class='num'>{len(names)}</td><td>{_e(reason)}</td><td>{shown}{more}</td></tr>")
@@ -520,7 +525,7 @@ def _rewrite_table(rewrites: Sequence[Mapping], backend: str, graph: str) -> str
     counts = collections.Counter(str(r.get("rewrite", "")) for r in rewrites)
     head = ", ".join(f"{name} x{n}" for name, n in sorted(counts.items()))
     rows = []
-    for r in rewrites:
+    for r in rewrites[:_MAX_ROWS]:
         into = r.get("into") or []
         rows.append(f"<tr class='rewrite-row' data-backend='{_e(backend)}' data-node='{_e(r.get('node', ''))}' "
                     f"data-rewrite='{_e(r.get('rewrite', ''))}'><td>{_e(r.get('rewrite', ''))}</td>"
@@ -528,7 +533,9 @@ def _rewrite_table(rewrites: Sequence[Mapping], backend: str, graph: str) -> str
                     f"<td>{_e(', '.join(map(str, into)))}</td></tr>")
     return (f"<p>{len(rewrites)} rewrite{'s' if len(rewrites) != 1 else ''}: {_e(head)}</p>"
             "<table class='grid rewrites'><thead><tr><th>rewrite</th><th>node</th><th>op</th><th>into</th></tr>"
-            "</thead><tbody>" + "".join(rows) + "</tbody></table>")
+            "</thead><tbody>" + "".join(rows) + "</tbody></table>"
+            + (f"<p class='dim'>… and {len(rewrites) - _MAX_ROWS} more (all of them are in the JSON report)</p>"
+               if len(rewrites) > _MAX_ROWS else ""))
 
 
 def _options(report: BackendReport) -> str:

@@ -17,7 +17,8 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Protocol, TypeVar
 
-__all__ = ["Reporter", "TerminalProgress", "reporting", "step", "track", "STEP_LABELS", "wants_progress"]
+__all__ = ["Reporter", "TerminalProgress", "reporting", "active", "paused", "step", "track", "STEP_LABELS",
+           "wants_progress"]
 
 T = TypeVar("T")
 
@@ -60,6 +61,23 @@ def reporting(reporter: Reporter | None) -> Iterator[Reporter | None]:
         close = getattr(reporter, "close", None)
         if close is not None:
             close()
+
+
+def active() -> bool:
+    """Whether a reporter is listening (so that loops worth following may report item by item)."""
+    return _REPORTER.get() is not None
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """Clear the progress line while printing something else; it is redrawn afterwards."""
+    reporter = _REPORTER.get()
+    pause = getattr(reporter, "pause", None)
+    if pause is None:
+        yield
+        return
+    with pause():
+        yield
 
 
 @contextlib.contextmanager
@@ -161,6 +179,15 @@ class TerminalProgress:
         with self._lock:
             self.note = note
             self._draw()
+
+    @contextlib.contextmanager
+    def pause(self) -> Iterator[None]:
+        with self._lock:
+            self._clear()
+            try:
+                yield
+            finally:
+                self._draw()
 
     def close(self) -> None:
         self._stop.set()

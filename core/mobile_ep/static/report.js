@@ -15,7 +15,7 @@
 
   var DATA = JSON.parse(document.getElementById("mobile-ep-data").textContent);
   var NODE_W = 150, NODE_H = 40, IO_W = 124, IO_H = 24, SLOT = 180, ROW = 74, COL_GAP = 120, MARGIN = 40;
-  var CPU_FILL = "#fce8e6", CPU_STROKE = "#c5221f", EDGE = "#80868b", BOUNDARY = "#d93025";
+  var CPU_FILL = "#f6aea9", CPU_STROKE = "#a50e0e", EDGE = "#80868b", BOUNDARY = "#d93025";
   var BASE_HUE = { nnapi: 140, coreml: 214, example: 280 };
   var HUE_STEPS = [0, 26, -20, 46, -38, 12, -8, 34];
   var LIGHT_STEPS = [0, -7, 6, -12, 10];
@@ -40,9 +40,9 @@
     var l = LIGHT_STEPS[Math.floor(same / HUE_STEPS.length) % LIGHT_STEPS.length];
     var rejected = part.kept === false;
     return {
-      fill: "hsl(" + hue + "," + (rejected ? 25 : 62) + "%," + (80 + l / 2) + "%)",
-      stroke: "hsl(" + hue + "," + (rejected ? 20 : 60) + "%," + (30 + l) + "%)",
-      halo: "hsl(" + hue + "," + (rejected ? 20 : 70) + "%," + (90 + l / 3) + "%)",
+      fill: "hsl(" + hue + "," + (rejected ? 42 : 62) + "%," + (rejected ? 88 : 80 + l / 2) + "%)",
+      stroke: "hsl(" + hue + "," + (rejected ? 40 : 60) + "%," + (30 + l) + "%)",
+      halo: "hsl(" + hue + "," + (rejected ? 45 : 70) + "%," + (92 + l / 3) + "%)",
       text: "hsl(" + hue + ",60%,18%)"
     };
   }
@@ -298,6 +298,12 @@
     var bx = this.px[b], by = this.py[b] - (b < this.nNodes ? NODE_H : IO_H) / 2;
     var dy = Math.max(24, Math.min(80, Math.abs(by - ay) / 2));
     path.moveTo(ax, ay);
+    if (by - ay > ROW * 1.5 && Math.abs(bx - ax) < NODE_W && this.col[a] === this.col[b]) {
+      // A long edge down a column would run over the nodes in between: swing it out to one side.
+      var side = (a + b) % 2 ? 1 : -1, out = side * NODE_W * 0.72;
+      path.bezierCurveTo(ax + out, ay + dy, bx + out, by - dy, bx, by);
+      return;
+    }
     path.bezierCurveTo(ax, ay + dy, bx, by - dy, bx, by);
   };
 
@@ -389,6 +395,7 @@
     Object.keys(groups).forEach(function (key) {
       var gr = groups[key];
       ctx.fillStyle = gr.fill; ctx.strokeStyle = gr.stroke;
+      ctx.lineWidth = key === "cpu" ? Math.max(2.4, 2.4 / Math.sqrt(s)) : Math.max(1.2, 1.2 / Math.sqrt(s));
       ctx.fill(gr.stack); ctx.stroke(gr.stack);
       ctx.fill(gr.path); ctx.stroke(gr.path);
     });
@@ -405,39 +412,45 @@
       ctx.stroke(hp);
     }
 
-    // 5. labels once they are legible
+    // 5. labels once they are legible: ops (and output shapes when there is room), in screen pixels
     var screenH = NODE_H * s;
-    if (screenH >= 13) {
+    if (screenH >= 8) {
+      ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
       ctx.textAlign = "center"; ctx.textBaseline = "middle";
-      var twoLines = screenH >= 30;
+      var twoLines = screenH >= 30, font = Math.min(13, Math.floor(screenH * (twoLines ? 0.36 : 0.78)));
+      var subFont = Math.min(11, Math.floor(screenH * 0.27));
+      var boxChars = Math.max(2, Math.floor(NODE_W * s / (font * 0.58)));
       for (i = 0; i < items.length; i++) {
         it = items[i];
         if (!visible(it)) continue;
         var label, sub = "";
         if (it < nNodes) {
           chain = this.chainOf && this.chainOf[it];
-          label = chain ? this.g.ops[chain[0]] + " → … → " + this.g.ops[chain[chain.length - 1]] + " ×" + chain.length
+          label = chain ? this.g.ops[chain[0]] + "→…→" + this.g.ops[chain[chain.length - 1]] + " ×" + chain.length
                         : this.g.ops[it];
           sub = chain ? "" : shapeOf(this.g, it);
           pid = view.place[it];
-          ctx.fillStyle = pid >= 0 ? partColors(view, pid).text : "#8c1d18";
+          ctx.fillStyle = pid >= 0 ? partColors(view, pid).text : "#5c0707";
         } else {
           label = itemLabel(this.g, it); sub = shapeOf(this.g, it);
           ctx.fillStyle = "#3c4043";
         }
-        var maxChars = 22;
-        if (label.length > maxChars) label = label.slice(0, maxChars - 1) + "…";
-        if (twoLines && sub) {
-          ctx.font = "600 13px system-ui, sans-serif"; ctx.fillText(label, px[it], py[it] - 7);
-          ctx.font = "10px ui-monospace, Menlo, Consolas, monospace";
-          ctx.fillText(sub.length > 26 ? sub.slice(0, 25) + "…" : sub, px[it], py[it] + 9);
+        var chars = it < nNodes ? boxChars : Math.floor(boxChars * IO_W / NODE_W);
+        if (label.length > chars) label = label.slice(0, Math.max(1, chars - 1)) + "…";
+        var sx = px[it] * s + this.tx, sy = py[it] * s + this.ty;
+        if (twoLines && sub && it < nNodes) {
+          ctx.font = "600 " + font + "px system-ui, sans-serif"; ctx.fillText(label, sx, sy - screenH * 0.17);
+          ctx.font = subFont + "px ui-monospace, Menlo, Consolas, monospace";
+          var subChars = Math.floor(NODE_W * s / (subFont * 0.62));
+          ctx.fillText(sub.length > subChars ? sub.slice(0, subChars - 1) + "…" : sub, sx, sy + screenH * 0.2);
         } else {
-          ctx.font = "600 13px system-ui, sans-serif"; ctx.fillText(label, px[it], py[it]);
+          ctx.font = "600 " + (it < nNodes ? font : Math.min(font, Math.floor(IO_H * s * 0.7))) + "px system-ui, sans-serif";
+          ctx.fillText(label, sx, sy);
         }
       }
     }
 
-    // 6. partition names, in screen space, at each partition's first node
+    // 6. partition names, in screen space, over each partition's first node
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     if (view.parts.length && view.parts.length <= 80) {
       var first = {};
@@ -448,15 +461,17 @@
       ctx.font = "600 12px system-ui, sans-serif"; ctx.textAlign = "left"; ctx.textBaseline = "middle";
       Object.keys(first).forEach(function (pidText) {
         var p = +pidText, at = first[p];
-        var sx = px[at] * s + self.tx - NODE_W / 2 * s, sy = py[at] * s + self.ty - NODE_H / 2 * s - 11;
+        var sx = (px[at] - NODE_W / 2) * s + self.tx + 2, sy = py[at] * s + self.ty;
         if (sx < -200 || sy < -20 || sx > size.w || sy > size.h + 20) return;
         var part = view.parts[p], c = partColors(view, p);
-        var text = part.backend + " P" + (p + 1) + " · " + part.size + " node" + (part.size === 1 ? "" : "s");
+        var text = (view.backend ? "" : part.backend + " ") + "P" + (p + 1) + " · " + part.size;
         var tw = ctx.measureText(text).width;
-        ctx.fillStyle = c.stroke; ctx.fillRect(sx - 2, sy - 8, tw + 10, 16);
+        ctx.globalAlpha = 0.9; ctx.fillStyle = c.stroke; ctx.fillRect(sx - 2, sy - 8, tw + 10, 16); ctx.globalAlpha = 1;
         ctx.fillStyle = "#fff"; ctx.fillText(text, sx + 3, sy);
       });
     }
+    ctx.setTransform(dpr * s, 0, 0, dpr * s, dpr * this.tx, dpr * this.ty);
+
     canvas.setAttribute("data-view", view.id);
     canvas.setAttribute("data-drawn-nodes", String(drawn));
     canvas.setAttribute("data-drawn-items", String(drawnItems));
@@ -481,7 +496,8 @@
       el.innerHTML = "<span class='swatch'></span>";
       el.firstChild.style.background = c.fill; el.firstChild.style.borderColor = c.stroke;
       el.appendChild(document.createTextNode(p.backend + " P" + (pid + 1) + " (" + p.size + ")"));
-      el.title = (p.ops || "") + (p.note ? "\n" + p.note : "");
+      el.title = (p.ops || "") + (p.note ? "\n" + p.note : "") +
+        (p.kept === false ? "\nThe cost model would not keep this partition; ORT's EP still takes it." : "");
       el.addEventListener("click", function () {
         var members = [];
         for (var k = 0; k < view.place.length; k++) if (view.place[k] === pid) members.push(k);

@@ -1,0 +1,302 @@
+"""The HTML report in a real browser: headless Chromium renders it without errors and draws every node.
+
+Chromium (Debian's ``chromium`` package) is driven through the DevTools protocol over a pipe
+(``--remote-debugging-pipe``: no port is opened).  The page must load with no console error, no
+uncaught exception and no network request; a screenshot is saved (``MOBILE_EP_SCREENSHOTS=DIR`` keeps
+them); the number of nodes drawn in each panel must equal the model's.
+
+``tox -e browser`` installs Chromium with apt-get when it is missing and sets ``MOBILE_EP_REQUIRE_BROWSER=1``
+so that a missing browser fails there; elsewhere these tests are skipped without one.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import pathlib
+import select
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from mepkit import LIGHT_DIR, has_backend
+from mobile_ep import api, html, nodegraph
+
+WIDTH, HEIGHT = 1600, 1000
+
+
+def chromium_executable() -> str | None:
+    explicit = os.environ.get("MOBILE_EP_CHROMIUM")
+    if explicit:
+        return explicit
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+CHROMIUM = chromium_executable()
+if CHROMIUM is None and os.environ.get("MOBILE_EP_REQUIRE_BROWSER") != "1":
+    pytest.skip("no Chromium found (install Debian's chromium package, set MOBILE_EP_CHROMIUM, or run tox -e browser)",
+                allow_module_level=True)
+
+
+class DevTools:
+    """A minimal Chrome DevTools Protocol client over --remote-debugging-pipe (fds 3 and 4 of the child)."""
+
+    def __init__(self, executable: str, profile: pathlib.Path, log: pathlib.Path) -> None:
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        # Park the child's ends above 4 so that moving them onto 3 and 4 cannot clobber each other.
+        high_r = fcntl.fcntl(to_child_r, fcntl.F_DUPFD, 10)
+        high_w = fcntl.fcntl(from_child_w, fcntl.F_DUPFD, 10)
+        for fd in (to_child_r, from_child_w):
+            os.close(fd)
+
+        def child_fds() -> None:
+            os.dup2(high_r, 3)
+            os.dup2(high_w, 4)
+
+        args = [executable, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
+                "--disable-extensions", "--mute-audio", "--hide-scrollbars", f"--user-data-dir={profile}",
+                "--remote-debugging-pipe", f"--window-size={WIDTH},{HEIGHT}", "about:blank"]
+        self.log = open(log, "wb")  # noqa: SIM115 (closed in close())
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+                                     pass_fds=(3, 4), preexec_fn=child_fds)  # noqa: PLW1509
+        os.close(high_r)
+        os.close(high_w)
+        self.write_fd = to_child_w
+        self.read_fd = from_child_r
+        self.buffer = b""
+        self.next_id = 0
+        self.events: list[dict] = []
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None) -> int:
+        self.next_id += 1
+        message: dict = {"id": self.next_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        os.write(self.write_fd, json.dumps(message).encode() + b"\0")
+        return self.next_id
+
+    def _read_message(self, deadline: float) -> dict:
+        while b"\0" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("Chromium did not answer in time")
+            ready, _, _ = select.select([self.read_fd], [], [], left)
+            if ready:
+                chunk = os.read(self.read_fd, 1 << 20)
+                if not chunk:
+                    raise RuntimeError(f"Chromium exited (code {self.proc.poll()})")
+                self.buffer += chunk
+        raw, self.buffer = self.buffer.split(b"\0", 1)
+        return json.loads(raw)
+
+    def call(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 60) -> dict:
+        wanted = self.send(method, params, session)
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self._read_message(deadline)
+            if message.get("id") == wanted:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+            if "method" in message:
+                self.events.append(message)
+
+    def wait_event(self, method: str, timeout: float = 60) -> dict:
+        for event in self.events:
+            if event["method"] == method:
+                return event
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self._read_message(deadline)
+            if "method" in message:
+                self.events.append(message)
+                if message["method"] == method:
+                    return message
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close")
+            self.proc.wait(timeout=10)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+        finally:
+            os.close(self.write_fd)
+            os.close(self.read_fd)
+            self.log.close()
+
+
+def open_report(report_path: pathlib.Path, screenshot: pathlib.Path, workdir: pathlib.Path, interact=None) -> dict:
+    """Load *report_path* in headless Chromium; return the page's stats, its errors and network requests.
+
+    ``interact(evaluate, click)`` runs after the first render (``click(x, y)`` is a real mouse click); what
+    it returns is under ``"interaction"``.
+    """
+    assert CHROMIUM is not None, "MOBILE_EP_REQUIRE_BROWSER=1 but no Chromium is installed"
+    browser = DevTools(CHROMIUM, workdir / "profile", workdir / "chromium.log")
+    try:
+        targets = browser.call("Target.getTargets")["targetInfos"]
+        page = next(t for t in targets if t["type"] == "page")
+        session = browser.call("Target.attachToTarget", {"targetId": page["targetId"], "flatten": True})["sessionId"]
+        for domain in ("Runtime", "Log", "Page", "Network"):
+            browser.call(f"{domain}.enable", session=session)
+        browser.call("Emulation.setDeviceMetricsOverride",
+                     {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False}, session)
+        started = time.monotonic()
+        browser.call("Page.navigate", {"url": report_path.resolve().as_uri()}, session)
+        browser.wait_event("Page.loadEventFired")
+
+        def evaluate(expression: str):
+            result = browser.call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session)
+            return result.get("result", {}).get("value")
+
+        deadline = time.monotonic() + 60
+        while evaluate("document.body && document.body.getAttribute('data-ready')") != "1":
+            assert time.monotonic() < deadline, "the report never became ready"
+            time.sleep(0.05)
+        load_seconds = time.monotonic() - started
+        stats = json.loads(evaluate("JSON.stringify(window.mobileEp.stats())"))
+
+        def click(x: float, y: float) -> None:
+            for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+                browser.call("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left",
+                                                          "clickCount": 1}, session)
+
+        interaction = interact(evaluate, click) if interact is not None else None
+        metrics = browser.call("Page.getLayoutMetrics", session=session)
+        height = int(min(metrics["cssContentSize"]["height"], 4000))
+        shot = browser.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
+                                                       "clip": {"x": 0, "y": 0, "width": WIDTH, "height": height,
+                                                                "scale": 1}}, session)
+        screenshot.write_bytes(base64.b64decode(shot["data"]))
+        evaluate("0")  # flush late events
+        errors = []
+        requests = []
+        for event in browser.events:
+            params = event.get("params", {})
+            if event["method"] == "Runtime.exceptionThrown":
+                errors.append(params["exceptionDetails"].get("exception", {}).get("description")
+                              or params["exceptionDetails"].get("text"))
+            elif event["method"] == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert", "warning"):
+                errors.append(" ".join(str(a.get("value", a.get("description"))) for a in params.get("args", [])))
+            elif event["method"] == "Log.entryAdded" and params["entry"]["level"] in ("error", "warning"):
+                errors.append(params["entry"]["text"])
+            elif event["method"] == "Network.requestWillBeSent":
+                url = params["request"]["url"]
+                if not url.startswith(("file:", "data:", "about:")):
+                    requests.append(url)
+        return {"stats": stats, "errors": errors, "requests": requests, "load_seconds": load_seconds,
+                "interaction": interaction}
+    finally:
+        browser.close()
+
+
+def _keep(screenshot: pathlib.Path) -> None:
+    target = os.environ.get("MOBILE_EP_SCREENSHOTS")
+    if target:
+        pathlib.Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy(screenshot, pathlib.Path(target) / screenshot.name)
+
+
+def _png_size(path: pathlib.Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+@pytest.mark.skipif(not (has_backend("nnapi") and has_backend("coreml")), reason="needs both built-in backends")
+def test_densenet_report_renders_every_node_without_errors(tmp_path):
+    """The issue's acceptance case: light_densenet121 with --ep nnapi,coreml."""
+    model = LIGHT_DIR / "light_densenet121.onnx"
+    with nodegraph.recording():
+        report = api.check(model, ["nnapi", "coreml"])
+    page = tmp_path / "densenet.html"
+    html.write_html(report, page)
+    screenshot = tmp_path / "light_densenet121.png"
+    result = open_report(page, screenshot, tmp_path)
+    _keep(screenshot)
+    assert result["errors"] == []
+    assert result["requests"] == []
+    width, height = _png_size(screenshot)
+    assert width == WIDTH and height > 600
+    stats = {s["view"]: s for s in result["stats"]}
+    assert set(stats) == {"asis:nnapi", "after:nnapi"}
+    assert stats["asis:nnapi"]["drawn"] == stats["asis:nnapi"]["total"] == report.nodes
+    assert stats["after:nnapi"]["drawn"] == report.after_convert["nnapi"].nodes
+
+
+def test_partitions_and_cpu_nodes_are_drawn(tmp_path, plugins):
+    """A model split by CPU nodes: every node drawn, partitions and CPU nodes counted as the report says."""
+    from test_html import split_model
+
+    path = split_model(tmp_path, blocks=6)
+    with nodegraph.recording():
+        report = api.check(path, ["toy"], plugins=plugins)
+    page = tmp_path / "split.html"
+    html.write_html(report, page)
+
+    def interact(evaluate, click):
+        """Click a CPU node with the mouse, then use the toolbar: details, search, collapse, zoom, views."""
+        where = evaluate("""(function () {
+            var p = mobileEp.panels[0], i = p.g.names.indexOf('erf2'), r = p.canvas.getBoundingClientRect();
+            p.canvas.scrollIntoView();
+            r = p.canvas.getBoundingClientRect();
+            return [r.left + p.px[i] * p.s + p.tx, r.top + p.py[i] * p.s + p.ty];
+        })()""")
+        click(*where)
+        details = evaluate("document.getElementById('details').innerText")
+        evaluate("""(function () {
+            var box = document.getElementById('search');
+            box.value = 'sigmoid';
+            box.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter'}));
+            var p = mobileEp.panels[0];
+            p.collapse.click();
+            p.canvas.dispatchEvent(new WheelEvent('wheel', {deltaY: -300, clientX: 50, clientY: 50}));
+            p.select.value = 'after:toy'; p.select.dispatchEvent(new Event('change'));
+            document.querySelector('a.node-link').click();
+        })()""")
+        return {"details": details, "search": evaluate("document.getElementById('search-status').textContent"),
+                "after": evaluate("document.getElementById('details').innerText")}
+
+    result = open_report(page, tmp_path / "split.png", tmp_path, interact)
+    assert result["errors"] == [] and result["requests"] == []
+    clicked = result["interaction"]
+    assert "Erf" in clicked["details"] and "toy has no rule for Erf" in clicked["details"]
+    assert "toy — as is" in clicked["details"] and "CPU" in clicked["details"]
+    assert clicked["search"] == "1/6"
+    assert "Erf" in clicked["after"]  # the first node link of the CPU table is an Erf
+    (left, right) = result["stats"]
+    backend = report.backends["toy"]
+    assert left["drawn"] == left["total"] == report.nodes
+    assert left["partitions"] == len(backend.partitions) > 1
+    assert left["cpu"] == len(backend.unsupported) > 0
+    assert right["view"] == "after:toy"
+
+
+def test_a_5000_node_model_stays_usable(tmp_path, plugins):
+    """Chains collapse, every node is still accounted for, and the page is ready in seconds."""
+    from test_html import split_model
+
+    path = split_model(tmp_path, blocks=715)  # 7 nodes a block: 5,005 nodes
+    with nodegraph.recording():
+        report = api.check(path, ["toy"], plugins=plugins, after_convert=False)
+    assert report.nodes >= 5000
+    page = tmp_path / "big.html"
+    html.write_html(report, page)
+    result = open_report(page, tmp_path / "big.png", tmp_path)
+    _keep(tmp_path / "big.png")
+    assert result["errors"] == [] and result["requests"] == []
+    (stats,) = result["stats"]
+    assert stats["collapsed"] is True
+    assert stats["drawn"] == stats["total"] == report.nodes
+    assert result["load_seconds"] < 20
