@@ -24,7 +24,7 @@ PUBLIC_NAMES = sorted([
     "Backend", "OpRule", "RuleRegistry", "RuleContext", "NodeUnit", "UnitIO", "PartitionView", "Support",
     "SUPPORTED", "DuplicateRuleError", "Layout", "MAX_OPSET", "DataType", "attr", "op_label",
     # legalizing rewrites a backend asks for (Backend.rewrites)
-    "Rewrite", "Builder",
+    "Rewrite", "Builder", "rewrites",
     # the compile contract (mobile_ep.compile)
     "CompiledPartition", "TensorSpec", "CompileError",
     # errors

@@ -30,6 +30,7 @@ from .compile import CompiledPartition, CompileError, TensorSpec
 from .errors import BackendError, MobileEpError, ModelError, UsageError, VerificationError
 from .hookspecs import hookimpl
 from .plugins import PluginApiError
+from . import rewrites
 from .rewrite import Builder, Rewrite
 from .toplevel import check, convert, explain
 
@@ -47,6 +48,7 @@ __all__ = [
     "hookimpl",
     "Rewrite",
     "Builder",
+    "rewrites",
     "Backend",
     "OpRule",
     "RuleRegistry",
