@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from onnx_ir import DataType
 
+from . import rewrites
 from .capability import (
     MAX_OPSET,
     SUPPORTED,
@@ -30,7 +31,6 @@ from .compile import CompiledPartition, CompileError, TensorSpec
 from .errors import BackendError, MobileEpError, ModelError, UsageError, VerificationError
 from .hookspecs import hookimpl
 from .plugins import PluginApiError
-from . import rewrites
 from .rewrite import Builder, Rewrite
 from .toplevel import check, convert, explain
 

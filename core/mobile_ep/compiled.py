@@ -38,7 +38,8 @@ partitions) and :func:`mobile_ep.runtime.plan_compiled` splits it into those ste
 - :func:`payload_of`, :func:`is_context_node`: read EPContext nodes back.
 
 Payload metadata may carry ``rtol`` / ``atol`` (strings): the tolerances a verification should allow
-for that partition (for example reduced-precision arithmetic); ``mobile_ep.runtime`` honours them.
+for that partition (for example reduced-precision arithmetic), and ``quantized="true"``: integer
+outputs may be one quantization step off (requantization rounding); ``mobile_ep.runtime`` honours them.
 """
 
 from __future__ import annotations
@@ -251,11 +252,14 @@ def compile_partitions(model: ir.Model, backend: Backend, partitions: Sequence[S
             continue
         replacements.append((list(view.nodes), payload, inputs, outputs))
     used_before = {v for v in graph.initializers.values()}
+    replaced: dict[ir.Value, ir.Value] = {}  # outputs of earlier partitions -> their EPContext outputs
     for number, (nodes, payload, inputs, outputs) in enumerate(replacements):
         partition_name = f"{backend.name}_{number}"
+        inputs = [replaced.get(v, v) for v in inputs]  # a partition may read another partition's outputs
         node = _context_node(payload, inputs, partition_name, backend.version, len(outputs))
         for new, old in zip(node.outputs, outputs, strict=True):
             new.name, new.type, new.shape = old.name, old.type, old.shape
+            replaced[old] = new
         graph.append(node)
         for new, old in zip(node.outputs, outputs, strict=True):
             for position, value in enumerate(graph.outputs):
@@ -347,6 +351,31 @@ def _write(path: pathlib.Path, data: bytes) -> None:
         tmp.write_bytes(data)
 
 
+def _write_unzipped(folder: pathlib.Path, data: bytes) -> None:
+    """Unpack a zipped directory payload into *folder* (replaced if present); paths stay inside it."""
+    import io
+    import shutil
+    import zipfile
+
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile as exc:
+        raise CompileError(f"a payload to unpack as {folder.name} is not a zip: {exc}") from None
+    with archive:
+        if folder.exists():
+            shutil.rmtree(folder)
+        for info in archive.infolist():
+            parts = pathlib.PurePosixPath(info.filename).parts
+            if not parts:
+                continue
+            if pathlib.PurePosixPath(info.filename).is_absolute() or ".." in parts:
+                raise CompileError(f"a payload to unpack as {folder.name} holds an unsafe path {info.filename!r}")
+            if info.is_dir():  # kept even when empty (a package's manifest may list it)
+                folder.joinpath(*parts).mkdir(parents=True, exist_ok=True)
+                continue
+            _write(folder.joinpath(*parts), archive.read(info))
+
+
 def write_bundle(compiled: str | os.PathLike, folder: str | os.PathLike | None = None) -> pathlib.Path:
     """Split the compiled model at *compiled* into an app bundle in *folder* (default: :func:`bundle_path`).
 
@@ -354,8 +383,9 @@ def write_bundle(compiled: str | os.PathLike, folder: str | os.PathLike | None =
     order: ``{"kind": "onnx", "file": "segment_<k>.onnx", "inputs": [...], "outputs": [...]}`` for a CPU
     segment (run it with an onnxruntime session) and ``{"kind": "partition", "backend", "format", "file",
     "inputs": [specs], "outputs": [specs], "metadata"}`` for a partition (``file`` holds the payload's
-    bytes, e.g. a serialized NNAPI model, for the backend's runtime adapter).  Values pass between steps
-    by name.
+    bytes, e.g. a serialized NNAPI model, for the backend's runtime adapter; a payload whose metadata has
+    ``unpack_as: EXT`` is a zipped directory, written unpacked as ``<partition>.EXT/``, e.g. a Core ML
+    ``.mlpackage``).  Values pass between steps by name.
     """
     import json
 
@@ -380,7 +410,12 @@ def write_bundle(compiled: str | os.PathLike, folder: str | os.PathLike | None =
             partition = attributes["partition_name"].s.decode() if "partition_name" in attributes else step.node.name
             suffix = payload.format.split("/")[0].split("-")[0] or "bin"
             name = f"{partition}.{suffix}"
-            _write(target / name, payload.data)
+            unpack_as = payload.metadata.get("unpack_as", "")
+            if unpack_as:  # the payload is a zipped directory (a Core ML .mlpackage): the app gets it unpacked
+                name = f"{partition}.{unpack_as}"
+                _write_unzipped(target / name, payload.data)
+            else:
+                _write(target / name, payload.data)
             entries.append({"kind": "partition", "backend": payload.backend, "format": payload.format, "file": name,
                             "inputs": [s.as_dict() for s in payload.inputs],
                             "outputs": [s.as_dict() for s in payload.outputs], "metadata": dict(payload.metadata)})

@@ -39,6 +39,7 @@ def write_ort(onnx_path: str | os.PathLike, ort_path: str | os.PathLike) -> path
         so.add_session_config_entry("optimization.minimal_build_optimizations", "save")
         # Mobile targets are ARM: keep int8 QDQ as is (ORT's converter sets this for --target_platform arm).
         so.add_session_config_entry("session.qdqisint8allowed", "1")
+        mir.lean_session_options(so)  # only written, never run: same file, less time and memory
         try:
             ort.InferenceSession(
                 str(onnx_path), so, providers=["CPUExecutionProvider"], disabled_optimizers=["NchwcTransformer"]
@@ -100,7 +101,11 @@ def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str |
     import onnx.utils
     import onnxruntime as ort
 
-    proto = onnx.load(str(onnx_path))
+    # Weights stay in their files (external data beside *onnx_path*, which is in *workdir*, where the cut-out
+    # region is written): only the graph is read.
+    proto = onnx.load(str(onnx_path), load_external_data=False)
+    if pathlib.Path(onnx_path).parent.resolve() != pathlib.Path(workdir).resolve():
+        onnx.external_data_helper.load_external_data_for_model(proto, str(pathlib.Path(onnx_path).parent))
     graph = proto.graph
     region = [n for n in graph.node if n.name not in keep]
     if not region:
@@ -129,12 +134,15 @@ def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str |
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.optimized_model_filepath = str(opt_path)
     so.log_severity_level = 3
+    so.add_session_config_entry("session.optimized_model_external_initializers_file_name", opt_path.name + ".data")
+    so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1048576")
+    mir.lean_session_options(so)
     try:
         ort.InferenceSession(str(sub_path), so, providers=["CPUExecutionProvider"],
                              disabled_optimizers=["NchwcTransformer"])
     except Exception:
         return None
-    fused = onnx.load(str(opt_path))
+    fused = onnx.load(str(opt_path), load_external_data=False)
     boundary = set(inputs) | set(outputs)
     prefix = "cpu_fused/"
     kept_nodes = [n for n in graph.node if n.name in keep]
@@ -177,9 +185,7 @@ def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str |
     for opset in fused.opset_import:
         if opset.domain not in {o.domain for o in proto.opset_import}:
             proto.opset_import.append(opset)
-    from . import ir as mir
-
-    model = mir.from_proto(proto, shapes=True)
+    model = mir.from_proto(proto, base_dir=work, shapes=True)  # external weights read from *work*
     mir.save(model, out_path)
     return CpuFusion(len(region), len(new_nodes), _count_ops(region), _count_ops(new_nodes))
 

@@ -1,8 +1,9 @@
 """Apple Core ML backend for mobile-ep.
 
 Models ONNX Runtime's CoreML execution provider: which nodes it claims (NeuralNetwork or ML Program
-format, for a minimum iOS deployment target) and which partitions it keeps.  The plugin entry point is
-:mod:`mobile_ep_coreml.plugin`.
+format, for a minimum iOS deployment target) and which partitions it keeps; and compiles partitions
+itself (MIL lowering to ``.mlpackage`` payloads, an emulator of the saved packages, a Swift runtime
+adapter).  The plugin entry point is :mod:`mobile_ep_coreml.plugin`.
 """
 
 from __future__ import annotations

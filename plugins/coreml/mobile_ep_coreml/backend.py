@@ -87,12 +87,18 @@ class CoreMLBackend(Backend):
                 "the program computes in fp16, as coremltools' default; NeuralNetwork: fp16 weights)."
             },
         )
+        max_dynamic_dim: int = dataclasses.field(
+            default=4096,
+            metadata={
+                "help": "Compiled partitions: the upper bound of the flexible range (1..N) each dynamic "
+                "input dim gets (ML Program needs a bounded range)."
+            },
+        )
         enumerated_dims: str = dataclasses.field(
             default="",
             metadata={
-                "help": "Compiled partitions with dynamic input dims: empty for flexible ranges "
-                "(1..unbounded), or comma-separated sizes (e.g. 1,2,4) each dynamic dim may take, "
-                "declared as enumerated shapes."
+                "help": "Compiled partitions: instead of ranges, comma-separated sizes (e.g. 1,2,4) each "
+                "dynamic input dim may take, declared as enumerated shapes."
             },
         )
 
@@ -109,6 +115,9 @@ class CoreMLBackend(Backend):
                         )
                 elif hint is bool and not isinstance(value, bool):
                     raise ValueError(f"{field.name}={value!r}: expected true or false")
+            if isinstance(self.max_dynamic_dim, bool) or not isinstance(self.max_dynamic_dim, int) \
+                    or self.max_dynamic_dim < 1:
+                raise ValueError(f"max_dynamic_dim={self.max_dynamic_dim!r}: expected a positive integer")
             sizes = [s.strip() for s in self.enumerated_dims.split(",") if s.strip()]
             if any(not s.isdigit() or int(s) < 1 for s in sizes):
                 raise ValueError(f"enumerated_dims={self.enumerated_dims!r}: expected positive sizes such as 1,2,4")

@@ -16,14 +16,26 @@ attributes, which the ``ops`` documentation renders too.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Iterable, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import onnx_ir as ir
 
-from mobile_ep import MAX_OPSET, SUPPORTED, DataType, NodeUnit, OpRule, RuleContext, Support, attr
+from mobile_ep import (
+    MAX_OPSET,
+    SUPPORTED,
+    CompileError,
+    DataType,
+    NodeUnit,
+    OpRule,
+    RuleContext,
+    Support,
+    attr,
+    op_label,
+)
 
 __all__ = [
     "CoreMLRule",
@@ -45,6 +57,8 @@ __all__ = [
     "check_conv_dims",
     "normalize_axis",
     "present",
+    "window_pads",
+    "reshape_target",
 ]
 
 FLOAT, FLOAT16, INT32, INT64, BOOL = (DataType.FLOAT, DataType.FLOAT16, DataType.INT32, DataType.INT64,
@@ -215,6 +229,64 @@ def normalize_axis(axis: int, rank: int) -> int | None:
 
 
 # --------------------------------------------------------------------------------------------------
+# Lowering helpers
+# --------------------------------------------------------------------------------------------------
+def window_pads(node: ir.Node, ctx: RuleContext, kernel: Sequence[int], strides: Sequence[int],
+                dilations: Sequence[int]) -> tuple[str, list[int]]:
+    """MIL ``pad_type`` and ``pad`` ([begin0, end0, begin1, end1, ...]) for a Conv/Pool node.
+
+    ``auto_pad`` SAME_* becomes explicit pads when the spatial input dims are static (from the
+    ONNX output size), else MIL's ``same`` / ``same_lower``; NOTSET takes ``pads``
+    ([begin..., end...] in ONNX order).
+    """
+    spatial = len(kernel)
+    auto_pad = attr(node, "auto_pad", "NOTSET")
+    if auto_pad == "VALID":
+        return "valid", [0] * (2 * spatial)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        x_shape = ctx.shape(node.inputs[0]) or ()
+        sizes = list(x_shape[2:])
+        if len(sizes) != spatial or any(d is None for d in sizes):
+            return ("same" if auto_pad == "SAME_UPPER" else "same_lower"), [0] * (2 * spatial)
+        pads = []
+        for size, k, s, d in zip(sizes, kernel, strides, dilations, strict=True):
+            out = -(-int(size) // s)
+            total = max((out - 1) * s + (k - 1) * d + 1 - int(size), 0)
+            small, big = total // 2, total - total // 2
+            pads += [small, big] if auto_pad == "SAME_UPPER" else [big, small]
+        return "custom", pads
+    onnx_pads = [int(p) for p in (attr(node, "pads") or [0] * (2 * spatial))]
+    return "custom", [v for i in range(spatial) for v in (onnx_pads[i], onnx_pads[i + spatial])]
+
+
+def reshape_target(ctx: RuleContext, value: ir.Value) -> list[int]:
+    """The static shape of *value* for a MIL ``reshape``, with at most one unknown dim as -1."""
+    shape = ctx.shape(value)
+    if shape is None or sum(d is None for d in shape) > 1:
+        raise CompileError(f"the shape of {value.name!r} is not known well enough to reshape to it")
+    return [-1 if d is None else int(d) for d in shape]
+
+
+def _lowering(lower: Any) -> Any:
+    """Name the node in any error a lowering raises (coremltools' builder raises ValueError & co.)."""
+    @functools.wraps(lower)
+    def wrapped(self: Any, unit: NodeUnit, ctx: RuleContext, builder: Any) -> None:
+        try:
+            lower(self, unit, ctx, builder)
+        except CompileError as exc:
+            label = f"{op_label(unit.target)} node {unit.name!r}"
+            if label in str(exc):
+                raise
+            raise CompileError(f"coreml: {label}: {exc}") from exc
+        except Exception as exc:
+            raise CompileError(f"coreml: {op_label(unit.target)} node {unit.name!r} cannot be lowered: "
+                               f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
+
+    wrapped._names_failures = True  # type: ignore[attr-defined]
+    return wrapped
+
+
+# --------------------------------------------------------------------------------------------------
 # The rule base
 # --------------------------------------------------------------------------------------------------
 class CoreMLRule(OpRule):
@@ -223,7 +295,17 @@ class CoreMLRule(OpRule):
     Subclasses set ``op_types`` and the declarative attributes below, override :meth:`check_types` when
     the builder has its own type rules (ORT ``HasSupportedInputsImpl``) and :meth:`check` for the op's
     own conditions (``IsOpSupportedImpl``), whose docstring's first paragraph documents them.
+
+    ``lower(unit, ctx, builder)`` adds the node to a :class:`mobile_ep_coreml.mil.MILBuilder` (used by
+    ``compile``, after support is re-asserted); any error it raises is reported as a CompileError naming
+    the node.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        lower = cls.__dict__.get("lower")
+        if lower is not None and not getattr(lower, "_names_failures", False):
+            cls.lower = _lowering(lower)  # type: ignore[attr-defined]
 
     #: ORT builds the op into a NeuralNetwork model.
     neuralnetwork: ClassVar[bool] = True

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
+from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import FLOAT, FLOAT16, CoreMLRule, is_constant
 
@@ -15,6 +16,16 @@ class Activation(CoreMLRule):
 
     op_types = ("Sigmoid", "Tanh", "Relu", "LeakyRelu")
     min_opset = 6
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        op = node.op_type
+        if op == "LeakyRelu":
+            b.set(y, b.mb.leaky_relu(x=b.var(x), alpha=b.scalar(attr(node, "alpha", 0.01), x), name=b.name(y)))
+        else:
+            fn = {"Sigmoid": b.mb.sigmoid, "Tanh": b.mb.tanh, "Relu": b.mb.relu}[op]
+            b.set(y, fn(x=b.var(x), name=b.name(y)))
 
 
 class PRelu(CoreMLRule):
@@ -48,6 +59,21 @@ class PRelu(CoreMLRule):
             return Support.no("a single slope value with one channel is not supported by Core ML's prelu weight")
         return SUPPORTED
 
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        slope = b.const(node.inputs[1]).astype(b.np_dtype(x))
+        rank = b.rank(x)
+        if slope.size == 1:
+            b.set(y, b.mb.leaky_relu(x=b.var(x), alpha=slope.reshape(()), name=b.name(y)))
+        elif rank == 4:  # a [C,1,1] slope on NCHW: Core ML's per-channel prelu
+            b.set(y, b.mb.prelu(x=b.var(x), alpha=slope.reshape(-1), name=b.name(y)))
+        else:  # rank 3 [C,H,W]: the slope broadcasts over dim 0, not Core ML's channel axis
+            xv = b.var(x)
+            negative = b.mb.mul(x=xv, y=slope, name=b.tmp(f"{y.name}_neg"))
+            keep = b.mb.greater_equal(x=xv, y=b.scalar(0, x), name=b.tmp(f"{y.name}_pos"))
+            b.set(y, b.mb.select(cond=keep, a=xv, b=negative, name=b.name(y)))
+
 
 class HardSigmoid(CoreMLRule):
     """Base checks only (float32 or float16 input)."""
@@ -55,6 +81,12 @@ class HardSigmoid(CoreMLRule):
     op_types = ("HardSigmoid",)
     min_opset = 6
     input0_types_mlp = frozenset({FLOAT, FLOAT16})
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        b.set(y, b.mb.sigmoid_hard(x=b.var(x), alpha=b.scalar(attr(node, "alpha", 0.2), x),
+                                   beta=b.scalar(attr(node, "beta", 0.5), x), name=b.name(y)))
 
 
 class MLProgramActivation(CoreMLRule):
@@ -64,6 +96,15 @@ class MLProgramActivation(CoreMLRule):
     min_opset = 6
     neuralnetwork = False
 
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        if node.op_type == "Elu":
+            b.set(y, b.mb.elu(x=b.var(x), alpha=b.scalar(attr(node, "alpha", 1.0), x), name=b.name(y)))
+        else:
+            mode = "TANH_APPROXIMATION" if attr(node, "approximate", "none") == "tanh" else "EXACT"
+            b.set(y, b.mb.gelu(x=b.var(x), mode=mode, name=b.name(y)))
+
 
 class Softplus(CoreMLRule):
     """Base checks only."""
@@ -71,4 +112,6 @@ class Softplus(CoreMLRule):
     op_types = ("Softplus",)
     neuralnetwork = False
 
-
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        b.set(node.outputs[0], b.mb.softplus(x=b.var(node.inputs[0]), name=b.name(node.outputs[0])))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, DataType, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import CoreMLRule, is_mlprogram
 
@@ -28,3 +29,10 @@ class ArgMax(CoreMLRule):
                         "the Cast when it is the sole consumer"
                     )
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        axis = int(attr(node, "axis", 0))
+        b.set(y, b.mb.reduce_argmax(x=b.var(x), axis=axis, keep_dims=bool(attr(node, "keepdims", 1)),
+                                    name=b.name(y)))

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder, numpy_for_mil
 
-from ._base import CoreMLRule, is_initializer
+from ._base import CoreMLRule, initializer_value, is_initializer
 
 
 class BatchNormalization(CoreMLRule):
@@ -26,3 +27,12 @@ class BatchNormalization(CoreMLRule):
             if not is_initializer(ctx, value):
                 return Support.no(f"{name} (input {index}) is not an initializer")
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        dtype = b.np_dtype(x)
+        scale, bias, mean, var = (numpy_for_mil(initializer_value(ctx, v)).astype(dtype).reshape(-1)
+                                  for v in node.inputs[1:5])
+        b.set(y, b.mb.batch_norm(x=b.var(x), mean=mean, variance=var, gamma=scale, beta=bias,
+                                 epsilon=b.scalar(attr(node, "epsilon", 1e-5), x), name=b.name(y)))

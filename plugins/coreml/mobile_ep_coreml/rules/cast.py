@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, DataType, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import BOOL, FLOAT, FLOAT16, INT32, INT64, CoreMLRule, check_type, is_mlprogram
 
@@ -51,6 +52,16 @@ class Cast(CoreMLRule):
             to_name = _type_code_name(to)
             return Support.no(f"NeuralNetwork: only to int32 after an ArgMax, not to {to_name}")
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        """int64 is int32 inside Core ML, so Cast(int64 -> int32) is an identity."""
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        source, target = b.mil_dtype(b.dtype(x)), b.mil_dtype(b.dtype(y))
+        if source == target:
+            b.set(y, b.mb.identity(x=b.var(x), name=b.name(y)))
+        else:
+            b.set(y, b.mb.cast(x=b.var(x), dtype=target, name=b.name(y)))
 
 
 def _type_code_name(code: object) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import FLOAT, FLOAT16, CoreMLRule, constant_value, present, type_name
 
@@ -46,3 +47,27 @@ class Clip(CoreMLRule):
         if low == high:
             return Support.no(f"min and max are both {low:g}; ORT's CoreML EP rejects a constant output")
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        low: float | None = None
+        high: float | None = None
+        if ctx.node_opset(node) < 11:
+            low, high = attr(node, "min"), attr(node, "max")
+        else:
+            if present(node, 1):
+                low = float(np.asarray(constant_value(ctx, node.inputs[1])).reshape(-1)[0])
+            if present(node, 2):
+                high = float(np.asarray(constant_value(ctx, node.inputs[2])).reshape(-1)[0])
+        mb, value = b.mb, b.var(x)
+        if low is not None and high is not None and low <= high:
+            b.set(y, mb.clip(x=value, alpha=b.scalar(low, x), beta=b.scalar(high, x), name=b.name(y)))
+            return
+        if low is not None:  # min(max(x, low), high), as ONNX: with low > high everything is high
+            value = mb.maximum(x=value, y=b.scalar(low, x), name=b.name(y) if high is None else b.tmp(f"{y.name}_lo"))
+        if high is not None:
+            value = mb.minimum(x=value, y=b.scalar(high, x), name=b.name(y))
+        if low is None and high is None:
+            value = mb.identity(x=value, name=b.name(y))
+        b.set(y, value)

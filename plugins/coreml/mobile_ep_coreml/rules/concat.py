@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import CoreMLRule, is_mlprogram, normalize_axis
 
@@ -32,3 +33,9 @@ class Concat(CoreMLRule):
                 "use model_format=MLProgram"
             )
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        y = node.outputs[0]
+        values = [b.var(v) for v in node.inputs]
+        b.set(y, b.mb.concat(values=values, axis=int(attr(node, "axis")), name=b.name(y)))

@@ -3,7 +3,12 @@ ConvActivationFusion)."""
 
 from __future__ import annotations
 
-from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from typing import Any
+
+import numpy as np
+
+from mobile_ep import SUPPORTED, CompileError, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import (
     FLOAT,
@@ -13,7 +18,9 @@ from ._base import (
     coreml_version,
     is_constant,
     is_mlprogram,
+    present,
     shape_text,
+    window_pads,
 )
 
 #: FusedConv activations ORT lowers, with their activation_params count.
@@ -63,6 +70,27 @@ def check_conv(unit: NodeUnit, ctx: RuleContext) -> Support:
     return SUPPORTED
 
 
+def lower_conv(unit: NodeUnit, ctx: RuleContext, b: MILBuilder, name: str) -> Any:
+    """The MIL conv of a Conv or FusedConv node (without FusedConv's activation)."""
+    node = unit.target
+    x, w = node.inputs[0], node.inputs[1]
+    w_shape = b.static_shape(w)
+    spatial = len(w_shape) - 2
+    strides = [int(s) for s in attr(node, "strides", (1,) * spatial)]
+    dilations = [int(d) for d in attr(node, "dilations", (1,) * spatial)]
+    pad_type, pads = window_pads(node, ctx, w_shape[2:], strides, dilations)
+    weight = b.var(w)
+    if not isinstance(weight, np.ndarray) and any(d != 1 for d in dilations):
+        raise CompileError("Core ML needs a constant weight for a dilated convolution")
+    kwargs: dict[str, Any] = {"x": b.var(x), "weight": weight, "strides": strides, "dilations": dilations,
+                              "groups": int(attr(node, "group", 1)), "pad_type": pad_type, "name": name}
+    if pad_type == "custom":
+        kwargs["pad"] = pads
+    if present(node, 2):
+        kwargs["bias"] = b.const(node.inputs[2]).astype(b.np_dtype(x))
+    return b.mb.conv(**kwargs)
+
+
 class Conv(CoreMLRule):
     op_types = ("Conv",)
 
@@ -71,6 +99,10 @@ class Conv(CoreMLRule):
         output dims <= 16384; kernel_shape, if given, equal to the weight's spatial dims. NeuralNetwork:
         weight a constant initializer. ML Program before Core ML 6 (iOS 15): no auto_pad=SAME_LOWER."""
         return check_conv(unit, ctx)
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        y = unit.target.outputs[0]
+        b.set(y, lower_conv(unit, ctx, b, b.name(y)))
 
 
 class FusedConv(CoreMLRule):
@@ -96,3 +128,25 @@ class FusedConv(CoreMLRule):
                 f"got {len(params)}"
             )
         return check_conv(unit, ctx)
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        conv = lower_conv(unit, ctx, b, b.tmp(f"{y.name}_conv"))
+        activation = attr(node, "activation", "")
+        params = [float(p) for p in attr(node, "activation_params", ())]
+        mb, name = b.mb, b.name(y)
+        if activation == "Relu":
+            out = mb.relu(x=conv, name=name)
+        elif activation == "Sigmoid":
+            out = mb.sigmoid(x=conv, name=name)
+        elif activation == "Tanh":
+            out = mb.tanh(x=conv, name=name)
+        elif activation == "LeakyRelu":
+            out = mb.leaky_relu(x=conv, alpha=b.scalar(params[0], x), name=name)
+        elif activation == "HardSigmoid":
+            out = mb.sigmoid_hard(x=conv, alpha=b.scalar(params[0], x), beta=b.scalar(params[1], x), name=name)
+        else:  # Clip
+            low = mb.maximum(x=conv, y=b.scalar(params[0], x), name=b.tmp(f"{y.name}_lo"))
+            out = mb.minimum(x=low, y=b.scalar(params[1], x), name=name)
+        b.set(y, out)

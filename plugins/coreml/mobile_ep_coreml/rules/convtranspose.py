@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
-from ._base import CoreMLRule, check_conv_dims, is_constant
+from ._base import CoreMLRule, check_conv_dims, is_constant, present
 
 
 class ConvTranspose(CoreMLRule):
@@ -46,3 +47,22 @@ class ConvTranspose(CoreMLRule):
         if output_padding is not None and any(p != 0 for p in output_padding):
             return Support.no(f"output_padding {list(output_padding)}; Core ML has no output padding")
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        weight = b.const(node.inputs[1]).astype(b.np_dtype(x))
+        spatial = weight.ndim - 2
+        onnx_pads = [int(p) for p in (attr(node, "pads") or [0] * (2 * spatial))]
+        if attr(node, "auto_pad", "NOTSET") == "VALID":
+            onnx_pads = [0] * (2 * spatial)
+        kwargs = {
+            "x": b.var(x), "weight": weight, "pad_type": "custom",
+            "pad": [v for i in range(spatial) for v in (onnx_pads[i], onnx_pads[i + spatial])],
+            "strides": [int(s) for s in attr(node, "strides", (1,) * spatial)],
+            "dilations": [int(d) for d in attr(node, "dilations", (1,) * spatial)],
+            "groups": int(attr(node, "group", 1)), "name": b.name(y),
+        }
+        if present(node, 2):
+            kwargs["bias"] = b.const(node.inputs[2]).astype(b.np_dtype(x))
+        b.set(y, b.mb.conv_transpose(**kwargs))

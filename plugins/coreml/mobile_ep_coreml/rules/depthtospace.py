@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import FLOAT16, CoreMLRule, coreml_version, is_mlprogram
 
@@ -27,3 +28,13 @@ class DepthToSpace(CoreMLRule):
                 "Core ML 6 returns zeros"
             )
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        """DCR is Core ML's depth_to_space; CRD is its pixel_shuffle (PyTorch's order)."""
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        block = int(attr(node, "blocksize"))
+        if attr(node, "mode", "DCR") == "CRD":
+            b.set(y, b.mb.pixel_shuffle(x=b.var(x), upscale_factor=block, name=b.name(y)))
+        else:
+            b.set(y, b.mb.depth_to_space(x=b.var(x), block_size=block, name=b.name(y)))

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
+from mobile_ep_coreml.mil import MILBuilder
 
-from ._base import CoreMLRule
+from ._base import CoreMLRule, reshape_target
 
 
 class Flatten(CoreMLRule):
@@ -17,3 +18,8 @@ class Flatten(CoreMLRule):
         if ctx.rank(unit.target.inputs[0]) == 0:
             return Support.no("the input is a scalar")
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        b.set(y, b.mb.reshape(x=b.var(x), shape=reshape_target(ctx, y), name=b.name(y)))

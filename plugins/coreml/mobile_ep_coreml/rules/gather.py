@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
+import numpy as np
+
+from mobile_ep import SUPPORTED, CompileError, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import (
     FLOAT,
@@ -13,6 +16,7 @@ from ._base import (
     check_type,
     coreml_version,
     is_mlprogram,
+    normalize_axis,
     type_name,
 )
 
@@ -52,3 +56,24 @@ class Gather(CoreMLRule):
                 f"output rank {len(data_shape) + len(indices_shape) - 1}; Core ML takes rank <= 5"
             )
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        """Negative indices are made positive (Core ML 7+ gathers treat them as out of bounds)."""
+        node = unit.target
+        x, indices, y = node.inputs[0], node.inputs[1], node.outputs[0]
+        rank = b.rank(x)
+        axis = normalize_axis(int(attr(node, "axis", 0)), rank)
+        if axis is None:
+            raise CompileError(f"axis {attr(node, 'axis')} is out of range")
+        dim = b.shape(x)[axis]
+        index = b.var(indices)
+        if isinstance(index, np.ndarray):
+            if dim is not None:
+                index = np.where(index < 0, index + dim, index).astype(np.int32)
+        elif dim is not None:
+            negative = b.mb.less(x=index, y=np.int32(0), name=b.tmp(f"{y.name}_neg"))
+            shifted = b.mb.add(x=index, y=np.int32(dim), name=b.tmp(f"{y.name}_shift"))
+            index = b.mb.select(cond=negative, a=shifted, b=index, name=b.tmp(f"{y.name}_idx"))
+        else:
+            raise CompileError("dynamic indices into a dynamic dim (cannot make negative indices positive)")
+        b.set(y, b.mb.gather(x=b.var(x), indices=index, axis=axis, name=b.name(y)))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import BOOL, FLOAT, FLOAT16, INT32, INT64, CoreMLRule, check_type, is_constant
 
@@ -42,3 +45,11 @@ class GatherND(CoreMLRule):
         if any(d is None for d in data_shape[:depth]):
             return Support.no(f"the first {depth} data dims must be static (ORT normalizes negative indices)")
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        indices = b.const(node.inputs[1]).astype(np.int64)
+        dims = np.asarray(b.shape(x)[:indices.shape[-1]], dtype=np.int64)
+        indices = np.where(indices < 0, indices + dims, indices).astype(np.int32)
+        b.set(y, b.mb.gather_nd(x=b.var(x), indices=indices, name=b.name(y)))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import CoreMLRule, is_constant
 
@@ -39,3 +42,17 @@ class Gemm(CoreMLRule):
             if not valid:
                 return Support.no(f"C has shape {list(c_shape)}; ORT takes [], [1], [N] or [1,N] with N={n}")
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        """Core ML's linear: weight [N, K] (B transposed unless transB), bias [N]."""
+        node = unit.target
+        a, y = node.inputs[0], node.outputs[0]
+        dtype = b.np_dtype(a)
+        weight = b.const(node.inputs[1]).astype(dtype)
+        if not attr(node, "transB", 0):
+            weight = np.ascontiguousarray(weight.T)
+        kwargs = {"x": b.var(a), "weight": weight, "name": b.name(y)}
+        if len(node.inputs) == 3 and node.inputs[2] is not None:
+            kwargs["bias"] = np.broadcast_to(b.const(node.inputs[2]).astype(dtype).reshape(-1),
+                                             (weight.shape[0],)).copy()
+        b.set(y, b.mb.linear(**kwargs))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import CoreMLRule
 
@@ -26,3 +27,13 @@ class GridSample(CoreMLRule):
                 "padding_mode=reflection with align_corners=0 gives wrong results on Core ML; ORT rejects it"
             )
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, grid, y = node.inputs[0], node.inputs[1], node.outputs[0]
+        padding = {"zeros": "constant", "border": "border", "reflection": "reflection"}[
+            attr(node, "padding_mode", "zeros")]
+        b.set(y, b.mb.resample(x=b.var(x), coordinates=b.var(grid), sampling_mode="bilinear",
+                               padding_mode=padding, padding_value=b.scalar(0.0, x),
+                               coordinates_mode="normalized_minus_one_to_one",
+                               align_corners=bool(attr(node, "align_corners", 0)), name=b.name(y)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import BOOL, CoreMLRule, check_type, input_label
 
@@ -19,3 +20,8 @@ class And(CoreMLRule):
             if not result:
                 return result
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        y = node.outputs[0]
+        b.set(y, b.mb.logical_and(x=b.var(node.inputs[0]), y=b.var(node.inputs[1]), name=b.name(y)))

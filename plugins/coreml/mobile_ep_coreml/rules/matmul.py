@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import CoreMLRule, is_constant, is_mlprogram
 
@@ -32,3 +33,12 @@ class MatMul(CoreMLRule):
                 f"NeuralNetwork: A rank {a_rank}, B rank {b_rank}; only 2-D x 2-D (use model_format=MLProgram)"
             )
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        a, c, y = node.inputs[0], node.inputs[1], node.outputs[0]
+        if b.rank(a) == 1 and b.rank(c) == 1:  # a dot product (coremltools' matmul refuses 1-D x 1-D)
+            product = b.mb.mul(x=b.var(a), y=b.var(c), name=b.tmp(f"{y.name}_mul"))
+            b.set(y, b.mb.reduce_sum(x=product, axes=[0], keep_dims=False, name=b.name(y)))
+            return
+        b.set(y, b.mb.matmul(x=b.var(a), y=b.var(c), name=b.name(y)))

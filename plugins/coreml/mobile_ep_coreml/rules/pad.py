@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import FLOAT, FLOAT16, CoreMLRule, check_type, initializer_value, is_mlprogram, present, type_name
 
@@ -76,3 +77,27 @@ class Pad(CoreMLRule):
                         f"{'dynamic' if dim is None else dim}; each must be smaller than a static dim"
                     )
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        """Core ML pads the last N dims ([begin, end] per dim); leading unpadded dims are left out."""
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        rank = b.rank(x)
+        pads = np.asarray(initializer_value(ctx, node.inputs[1]), dtype=np.int64).reshape(-1)
+        if present(node, 3):
+            axes = [int(a) + rank if a < 0 else int(a) for a in np.asarray(initializer_value(ctx, node.inputs[3]))
+                    .reshape(-1)]
+        else:
+            axes = list(range(rank))
+        per_dim = [[0, 0] for _ in range(rank)]
+        for i, axis in enumerate(axes):
+            per_dim[axis] = [int(pads[i]), int(pads[i + len(axes)])]
+        first = next((d for d in range(rank) if per_dim[d] != [0, 0]), rank - 1)
+        first = min(first, rank - 2) if rank >= 2 else 0
+        flat = [v for dim in per_dim[first:] for v in dim]
+        mode = attr(node, "mode", "constant")
+        value = 0.0
+        if mode == "constant" and present(node, 2):
+            value = float(np.asarray(initializer_value(ctx, node.inputs[2])).reshape(-1)[0])
+        b.set(y, b.mb.pad(x=b.var(x), pad=np.array(flat, dtype=np.int32), mode=mode,
+                          constant_val=b.scalar(value, x), name=b.name(y)))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
-from ._base import MAX_RANK, CoreMLRule, constant_value, shape_text
+from ._base import MAX_RANK, CoreMLRule, constant_value, reshape_target, shape_text
 
 
 class Reshape(CoreMLRule):
@@ -36,3 +37,16 @@ class Reshape(CoreMLRule):
         if attr(node, "allowzero", 0) == 1 and (new_shape == 0).any():
             return Support.no("allowzero=1 with a 0 in shape; Core ML has no empty tensors")
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        """To the output's static shape: ONNX's 0 (copy the input dim unless allowzero) and -1 resolved."""
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        if ctx.static_shape(y) is not None:
+            target = reshape_target(ctx, y)
+        else:  # shape inference left the output unknown: resolve it from the constant shape
+            in_shape = b.static_shape(x)
+            requested = [int(v) for v in np.asarray(constant_value(ctx, node.inputs[1])).reshape(-1)]
+            allow_zero = attr(node, "allowzero", 0) == 1
+            target = [in_shape[i] if d == 0 and not allow_zero else d for i, d in enumerate(requested)]
+        b.set(y, b.mb.reshape(x=b.var(x), shape=target, name=b.name(y)))

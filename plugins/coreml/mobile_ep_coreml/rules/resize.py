@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep import SUPPORTED, CompileError, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import CoreMLRule, constant_value, is_mlprogram, normalize_axis, present
 
@@ -146,6 +147,34 @@ class Resize(CoreMLRule):
                     "align_corners, pytorch_half_pixel (output > 1x1) or asymmetric with sizes"
                 )
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        """nearest (asymmetric, floor): upsample_nearest_neighbor by whole factors, else
+        resize_nearest_neighbor; linear: resize_bilinear sampling half_pixel as UNALIGN_CORNERS,
+        align_corners as STRICT_ALIGN_CORNERS and asymmetric as DEFAULT."""
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        in_h, in_w = b.shape(x)[-2:]
+        out_shape = b.shape(y)
+        out_h, out_w = out_shape[-2:]
+        if None in (out_h, out_w):
+            raise CompileError("the output's last 2 dims must be static")
+        mb = b.mb
+        if attr(node, "mode", "nearest") == "nearest":
+            if in_h is not None and in_w is not None and out_h % in_h == 0 and out_w % in_w == 0:
+                b.set(y, mb.upsample_nearest_neighbor(x=b.var(x), scale_factor_height=out_h // in_h,
+                                                      scale_factor_width=out_w // in_w, name=b.name(y)))
+            else:
+                b.set(y, mb.resize_nearest_neighbor(x=b.var(x), target_size_height=out_h, target_size_width=out_w,
+                                                    name=b.name(y)))
+            return
+        mode = attr(node, "coordinate_transformation_mode", "half_pixel")
+        sampling = {"half_pixel": "UNALIGN_CORNERS", "pytorch_half_pixel": "UNALIGN_CORNERS",
+                    "align_corners": "STRICT_ALIGN_CORNERS", "asymmetric": "DEFAULT"}.get(mode)
+        if sampling is None:
+            raise CompileError(f"coordinate_transformation_mode {mode} has no Core ML sampling mode")
+        b.set(y, mb.resize_bilinear(x=b.var(x), target_size_height=out_h, target_size_width=out_w,
+                                    sampling_mode=sampling, name=b.name(y)))
 
     @staticmethod
     def _axes(node, rank: int) -> list[int] | None:  # type: ignore[no-untyped-def]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import FLOAT, FLOAT16, INT32, INT64, CoreMLRule, check_type, is_mlprogram, normalize_axis
 
@@ -46,6 +49,19 @@ class Shape(CoreMLRule):
                 )
         else:
             last = rank
-        if last - first == 0:
-            return Support.no(f"start={start} and end select no dims")
+        if last - first <= 0:
+            return Support.no(f"start={start} and end select no dims; Core ML has no empty tensors")
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        rank = b.rank(x)
+        start = normalize_axis(int(attr(node, "start", 0)), rank) or 0
+        end = normalize_axis(int(attr(node, "end")), rank) if "end" in node.attributes else rank
+        if start == 0 and end == rank:
+            b.set(y, b.mb.shape(x=b.var(x), name=b.name(y)))
+            return
+        shape = b.mb.shape(x=b.var(x), name=b.tmp(f"{y.name}_all"))
+        b.set(y, b.mb.slice_by_index(x=shape, begin=np.array([start], np.int32), end=np.array([end], np.int32),
+                                     name=b.name(y)))

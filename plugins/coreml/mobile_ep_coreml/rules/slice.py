@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import (
     FLOAT,
@@ -93,3 +94,20 @@ class Slice(CoreMLRule):
             if (step > 0 and start >= end) or (step < 0 and start <= end):
                 return Support.no(f"axis {axis} is sliced to an empty range; Core ML has no empty tensors")
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        """Core ML's slice_by_index on ONNX's clamped bounds (a reverse slice through index 0 masks its
+        end)."""
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        shape = b.static_shape(x)
+        args = [None if not present(node, i) else [int(v) for v in np.asarray(constant_value(ctx, node.inputs[i]))
+                                                    .reshape(-1)] for i in (1, 2, 3, 4)]
+        slices = normalized_slices(shape, args[0] or [], args[1] or [], args[2], args[3])
+        assert not isinstance(slices, str)
+        begin = [s for s, _, _ in slices]
+        end = [0 if e < 0 else e for _, e, _ in slices]
+        end_mask = [e < 0 for _, e, _ in slices]
+        b.set(y, b.mb.slice_by_index(x=b.var(x), begin=np.array(begin, np.int32), end=np.array(end, np.int32),
+                                     stride=np.array([st for _, _, st in slices], np.int32), end_mask=end_mask,
+                                     name=b.name(y)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import CoreMLRule, constant_value, normalize_axis, present
 
@@ -64,3 +65,24 @@ class Split(CoreMLRule):
         if any(s <= 0 for s in sizes):
             return Support.no(f"{what} sizes {sizes} include a size <= 0")
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x = node.inputs[0]
+        shape = b.shape(x)
+        axis = normalize_axis(int(attr(node, "axis", 0)), len(shape))
+        assert axis is not None
+        dim = shape[axis]
+        outputs = list(node.outputs)
+        if present(node, 1):
+            sizes = [int(v) for v in np.asarray(constant_value(ctx, node.inputs[1])).reshape(-1)]
+        elif attr(node, "split") is not None:
+            sizes = [int(v) for v in attr(node, "split")]
+        else:  # equal parts; from opset 18 the last may be smaller
+            assert dim is not None
+            chunk = -(-dim // len(outputs))
+            sizes = [min(chunk, dim - i * chunk) for i in range(len(outputs))]
+        parts = b.mb.split(x=b.var(x), split_sizes=np.array(sizes, np.int32), axis=axis,
+                           name=b.tmp(f"{outputs[0].name}_split"))
+        for value, part in zip(outputs, parts, strict=True):
+            b.set(value, part)

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
-from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+import numpy as np
 
-from ._base import MAX_RANK, CoreMLRule, is_constant
+from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_coreml.mil import MILBuilder
+
+from ._base import MAX_RANK, CoreMLRule, constant_value, is_constant
+
+
+def _axes(unit: NodeUnit, ctx: RuleContext) -> list[int] | None:
+    node = unit.target
+    if ctx.node_opset(node) >= 13:
+        if len(node.inputs) > 1 and node.inputs[1] is not None:
+            return [int(a) for a in np.asarray(constant_value(ctx, node.inputs[1])).reshape(-1)]
+        return None
+    raw = attr(node, "axes")
+    return None if raw is None else [int(a) for a in raw]
 
 
 def _check_axes_input(unit: NodeUnit, ctx: RuleContext) -> Support:
@@ -21,6 +34,14 @@ class Squeeze(CoreMLRule):
     def check(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         """axes, if an input (opset 13+), a constant initializer."""
         return _check_axes_input(unit, ctx)
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        axes = _axes(unit, ctx)
+        if axes is None:  # every dim of size 1 (known statically)
+            axes = [i for i, d in enumerate(b.static_shape(x)) if d == 1]
+        b.set(y, b.mb.squeeze(x=b.var(x), axes=axes, name=b.name(y)))
 
 
 class Unsqueeze(CoreMLRule):
@@ -45,3 +66,10 @@ class Unsqueeze(CoreMLRule):
         if rank + added > MAX_RANK:
             return Support.no(f"output rank {rank + added}; Core ML takes rank <= {MAX_RANK}")
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        axes = _axes(unit, ctx) or []
+        rank = b.rank(x) + len(axes)
+        b.set(y, b.mb.expand_dims(x=b.var(x), axes=sorted(a + rank if a < 0 else a for a in axes), name=b.name(y)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import (
     BOOL,
@@ -53,3 +54,8 @@ class Tile(CoreMLRule):
             if (repeats < 1).any():
                 return Support.no(f"repeats {repeats.tolist()}; each must be >= 1 (Core ML has no empty tensors)")
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        x, y = node.inputs[0], node.outputs[0]
+        b.set(y, b.mb.tile(x=b.var(x), reps=b.var(node.inputs[1]), name=b.name(y)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
+from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import BOOL, FLOAT, FLOAT16, CoreMLRule, check_type, type_name
 
@@ -25,3 +26,9 @@ class Where(CoreMLRule):
                 f"X is {type_name(x)} and Y {type_name(y)}; Core ML's select takes both float32 or both float16"
             )
         return SUPPORTED
+
+    def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        node = unit.target
+        y = node.outputs[0]
+        b.set(y, b.mb.select(cond=b.var(node.inputs[0]), a=b.var(node.inputs[1]), b=b.var(node.inputs[2]),
+                             name=b.name(y)))

@@ -1,0 +1,80 @@
+"""Whole models through ``mobile-ep convert --ep coreml --compile``: the compiled model (EPContext nodes with
+zipped .mlpackages) must verify against the original on this machine (onnxruntime + the emulator of the
+saved Core ML models), and every .mlpackage of the app bundle must reload with coremltools.
+
+The ``light_*`` models of the onnx wheel build their weights with ConstantOfShape, so every weight is the
+same number and a wrong lowering can still produce the right (degenerate) outputs: they are also verified
+with He-scaled random weights and their logits (:func:`coreml_compile_kit.randomized`).  Every light model
+runs with ``MOBILE_EP_ALL_LIGHT_MODELS=1`` (tox env ``coreml-models``; VGG-19, AlexNet and ZFNet carry
+250-550 MB of weights); by default SqueezeNet does.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import onnx
+import pytest
+from coreml_compile_kit import randomized
+
+from mobile_ep import api
+from mobile_ep.samples import write_sample
+from mobile_ep.testing import registered, smoke_models
+from mobile_ep_coreml import CoreMLBackend
+
+ALL_LIGHT = os.environ.get("MOBILE_EP_ALL_LIGHT_MODELS", "").strip() not in ("", "0")
+DEFAULT_LIGHT = {"light_squeezenet"}
+
+
+def convert(path: pathlib.Path, out: pathlib.Path, **options: str) -> api.ConvertReport:
+    with registered(CoreMLBackend()) as plugins:
+        report = api.convert(path, "coreml", out, plugins=plugins, compile=True, options={"coreml": options})
+    assert report.compiled is not None and report.compiled.compiled, report.compiled
+    assert not report.compiled.failures, report.compiled.failures
+    names = [pathlib.Path(v.candidate).name for v in report.verification]
+    assert any(n.endswith(".coreml.compiled.onnx") for n in names), names
+    assert all(v.ok for v in report.verification)  # convert raises VerificationError otherwise
+    packages = sorted(pathlib.Path(report.compiled.bundle).glob("*.mlpackage"))
+    assert len(packages) == len(report.compiled.compiled)
+    import coremltools as ct
+
+    for package in packages:
+        spec = ct.models.MLModel(str(package), skip_model_load=True).get_spec()
+        assert spec.WhichOneof("Type") == ("mlProgram" if options.get("model_format", "MLProgram") == "MLProgram"
+                                           else "neuralNetwork")
+    return report
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"model_format": "NeuralNetwork"}, {"compute_precision": "float16"},
+    {"model_format": "NeuralNetwork", "compute_precision": "float16"}, {"deployment_target": "iOS18"},
+], ids=["mlprogram", "neuralnetwork", "mlprogram-fp16", "neuralnetwork-fp16", "ios18"])
+def test_the_builtin_sample_compiles_and_verifies(tmp_path, options):
+    report = convert(write_sample(tmp_path), tmp_path / "out", **options)
+    out = tmp_path / "out"
+    assert (out / "adapter" / "Sources" / "MobileEPCoreML" / "CoreMLPartition.swift").exists()
+    assert (out / "mobilenet_sample.coreml.compiled" / "plan.json").exists()
+    assert report.compiled.compiled_nodes == report.check.supported_nodes
+    for partition in report.compiled.compiled:
+        assert partition.metadata["compute_precision"] == options.get("compute_precision", "float32")
+
+
+def _light(names: set[str]) -> list:
+    return [pytest.param(p, id=p.stem, marks=[] if ALL_LIGHT or p.stem in names else pytest.mark.skip(
+        reason="set MOBILE_EP_ALL_LIGHT_MODELS=1 (tox -e coreml-models)")) for p in smoke_models()]
+
+
+@pytest.mark.parametrize("path", _light(set()))
+def test_light_models_compile_and_verify(path, tmp_path):
+    report = convert(path, tmp_path / "out")
+    assert report.compiled.compiled_nodes > 0.9 * report.compiled.nodes
+
+
+@pytest.mark.parametrize("path", _light(DEFAULT_LIGHT))
+def test_light_models_with_random_weights_compile_and_verify(path, tmp_path):
+    source = randomized(path, tmp_path / path.name)
+    report = convert(source, tmp_path / "out")
+    compared = [d for v in report.verification for d in v.outputs if v.candidate.endswith(".compiled.onnx")]
+    assert len(compared) == len(onnx.load(str(source), load_external_data=False).graph.output)  # logits too
+    assert all(d.ok for d in compared)
