@@ -127,7 +127,18 @@ def mutate_bytes(data: bytes, mutations) -> bytes:
     return bytes(buf)
 
 
+UNARY_OPS = ["Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Softsign", "HardSigmoid", "Elu", "Identity", "Floor"]
+
+#: Mild mutations keep most models valid, so the fuzzer also reaches onnxruntime and the backends' rules.
+gentle_mutation = st.one_of(
+    st.tuples(st.just("unary_op"), st.integers(0, 10**6), st.sampled_from(UNARY_OPS)),
+    st.tuples(st.just("input_dim"), st.integers(0, 10**6), st.one_of(st.integers(1, 9), st.just("N"))),
+    st.tuples(st.just("attribute"), st.integers(0, 10**6), st.integers(-2, 4)),
+    st.tuples(st.just("drop_value_info"), st.integers(0, 10**6), st.just(0)),
+)
+
 field_mutation = st.one_of(
+    gentle_mutation,
     st.tuples(st.just("op_type"), st.integers(0, 10**6), st.sampled_from(ONNX_OPS)),
     st.tuples(st.just("rewire"), st.integers(0, 10**6), st.integers(0, 10**6)),
     st.tuples(st.just("dim"), st.integers(0, 10**6), st.sampled_from([-1, 0, 1, 3, 2**31, 2**62, -(2**40)])),
@@ -210,6 +221,19 @@ def mutate_fields(data: bytes, mutations) -> bytes:
             nodes[j].CopyFrom(a)
         elif kind == "output_name" and node is not None and node.output:
             node.output[0] = arg
+        elif kind == "unary_op" and node is not None and node.op_type in UNARY_OPS:
+            node.op_type = arg
+            del node.attribute[:]
+        elif kind == "input_dim" and graph.input:
+            dims = graph.input[index % len(graph.input)].type.tensor_type.shape.dim
+            if dims:
+                dim = dims[index % len(dims)]
+                if isinstance(arg, str):
+                    dim.dim_param = arg
+                else:
+                    dim.dim_value = arg
+        elif kind == "drop_value_info":
+            del graph.value_info[:]
     return proto.SerializeToString()
 
 

@@ -4,7 +4,7 @@ The model is a chain of MatMuls whose weights live in one external file, written
 over and over (nothing of the model's size is ever allocated).  ``check`` and ``convert`` run in a child
 process whose peak RSS (``getrusage``) is measured.
 
-The default run uses a ~200 MB model (a few seconds); ``tox -e large`` (``MOBILE_EP_LARGE=1``) runs the
+The default run uses a ~200 MB model (about 12 s); ``tox -e large`` (``MOBILE_EP_LARGE=1``) runs the
 ~2 GB one: about 2 minutes on 2 cores, 4.3 GB of disk.
 """
 
@@ -18,6 +18,7 @@ import sys
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
 
@@ -93,7 +94,7 @@ def check_and_convert(tmp_path: pathlib.Path, layers: int, k: int) -> dict:
     return numbers
 
 
-def test_200mb_model_converts_with_weights_kept_external(tmp_path):
+def test_200mb_model_is_checked_and_converted_with_weights_memory_mapped(tmp_path):
     numbers = check_and_convert(tmp_path, layers=12, k=2048)  # 12 x 16 MiB = 192 MiB
     assert numbers["convert_peak_rss"] < numbers["weights"] * 3 + GiB, numbers
     assert "large.nnapi.ort" in numbers["outputs"] or numbers["backend"] != "nnapi"
@@ -115,18 +116,37 @@ def test_2gb_model_is_checked_and_converted_well_under_its_size(tmp_path):
 # --------------------------------------------------------------------------------------------------
 # The size thresholds, exercised on small models
 # --------------------------------------------------------------------------------------------------
-def test_save_switches_to_external_data_above_the_embed_limit(tmp_path, monkeypatch):
+def test_save_switches_to_external_data_above_the_single_file_limit(tmp_path, monkeypatch):
     model_path, size = write_large_model(tmp_path / "m", layers=2, k=64)
-    model = mir.load(model_path)
-    monkeypatch.setattr(mir, "EMBED_MAX_BYTES", size - 1)
-    out = mir.save(model, tmp_path / "out" / "big.onnx")
+    monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", size - 1)
+    out = mir.save(mir.load(model_path), tmp_path / "out" / "big.onnx")
     proto = onnx.load(str(out), load_external_data=False)
     locations = {e.value for t in proto.graph.initializer for e in t.external_data if e.key == "location"}
     assert locations == {"big.onnx.data"}
     assert sorted(p.name for p in out.parent.iterdir()) == ["big.onnx", "big.onnx.data"]
-    monkeypatch.setattr(mir, "EMBED_MAX_BYTES", size)
+    monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", size)
     out = mir.save(mir.load(model_path), tmp_path / "out2" / "small.onnx")
     assert sorted(p.name for p in out.parent.iterdir()) == ["small.onnx"]
+
+
+def test_large_weights_are_streamed_into_one_file(tmp_path, monkeypatch):
+    import onnxruntime as ort
+
+    model_path, size = write_large_model(tmp_path / "m", layers=3, k=64)
+    monkeypatch.setattr(mir, "_STREAM_EMBED_BYTES", 0)  # stream even these small weights
+    model = mir.load(model_path)
+    model.graph.initializers["w1"].const_value = ir.tensor(np.eye(64, dtype=np.float32))  # one from memory
+    out = mir.save(model, tmp_path / "out" / "one.onnx")
+    assert sorted(p.name for p in out.parent.iterdir()) == ["one.onnx"]
+    proto = onnx.load(str(out))
+    onnx.checker.check_model(proto)
+    assert [t.name for t in proto.graph.initializer] == ["w0", "w1", "w2"]
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(proto.graph.initializer[0]),
+                                  np.full((64, 64), 1 / 64, np.float32))
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(proto.graph.initializer[1]), np.eye(64))
+    x = np.arange(64, dtype=np.float32)[None]
+    (y,) = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(y, np.full((1, 64), x.sum() / 64), rtol=1e-5)
 
 
 def test_convert_skips_the_ort_file_when_it_cannot_hold_the_weights(tmp_path, monkeypatch, plugins, caplog):
@@ -136,7 +156,6 @@ def test_convert_skips_the_ort_file_when_it_cannot_hold_the_weights(tmp_path, mo
 
     model_path, size = write_large_model(tmp_path / "m", layers=2, k=64)
     monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", size - 1)
-    monkeypatch.setattr(mir, "EMBED_MAX_BYTES", size - 1)
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["convert", str(model_path), "--ep", "toy", "-o", str(out)], obj=plugins,
                                 catch_exceptions=False)

@@ -414,19 +414,23 @@ def _fresh_copy(optimized: pathlib.Path, source: ir.Model | None) -> ir.Model:
 
 
 def _plan(optimized: pathlib.Path, backend: Backend, options: PipelineOptions, strict: bool,
-          source: ir.Model | None = None, reuse: Proposal | None = None) -> _Plan:
+          source: ir.Model | None = None, reuse: Proposal | None = None, share: bool = False) -> _Plan:
     """Legalize for *backend*, partition, judge partitions; undo rewrites that only made bad partitions.
 
     *source*: the model already loaded from *optimized* and not changed since; each attempt then works on a
     copy of it instead of reading and shape-inferring the file again.  *reuse*: *source*'s proposal for
-    *backend* alone, taken as it is when no rewrite applies (the model is then unchanged).
+    *backend* alone, taken as it is when no rewrite applies (the model is then unchanged).  *share*: the
+    caller will not change the returned model, so *source* itself is used when no rewrite can apply.
     """
     on_error = isolate_faults(strict)
     skip: set[str] = set()
     for _attempt in range(2):
-        model = _fresh_copy(optimized, source)
         legal = LegalizePass(backend, skip=skip) if options.legalize else None
-        if legal is not None:
+        if share and source is not None and (legal is None or not legal.has_work(source)):
+            model = source  # nothing will change it
+        else:
+            model = _fresh_copy(optimized, source)
+        if legal is not None and model is not source:
             legal(model)
         if reuse is not None and source is not None and not (legal is not None and legal.applied):
             proposal = reuse
@@ -489,7 +493,7 @@ def check(
                 else:  # the same graph as the analysis above: start from it instead of loading it again
                     for backend in selected:
                         after[backend.name] = _plan(as_is_path, backend, pipeline, strict, source=model,
-                                                    reuse=proposals[backend.name]).report
+                                                    reuse=proposals[backend.name], share=True).report
         for backend in selected:
             reports[backend.name].suggestions = _suggestions(reports[backend.name], after.get(backend.name), model)
     return CheckReport(str(model_path), len(list(model.graph)), reports, combined, after, changes, timer.timings)

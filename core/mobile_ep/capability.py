@@ -77,6 +77,8 @@ class Support:
 
 
 SUPPORTED = Support(True)
+_CYCLIC = Support(False, "cyclic support query")
+_ONLY_INTS = frozenset({int})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -128,6 +130,8 @@ class NodeUnit:
     @property
     def inputs(self) -> tuple[UnitIO | None, ...]:
         """The unit's inputs in the target's input order; ``None`` for omitted optional inputs."""
+        if not self.dq_nodes:
+            return tuple(None if value is None else UnitIO(value) for value in self.target.inputs)
         result: list[UnitIO | None] = []
         dq_outputs = {dq.outputs[0]: dq for dq in self.dq_nodes}
         for value in self.target.inputs:
@@ -199,18 +203,24 @@ class RuleContext:
         self.backend = backend
         self.options = backend.options
         self._memo: dict[int, Support] = {}
+        self._opsets: dict[str, int] = {}
         self.units: Mapping[ir.Node, NodeUnit] = {}
         #: Constants a rewrite is about to add (not yet registered as initializers of the graph).
         self.pending_constants: set[ir.Value] = set()
 
     # -- model ------------------------------------------------------------------------------------
     def opset(self, domain: str = "") -> int:
+        cached = self._opsets.get(domain)  # asked twice for every node
+        if cached is not None:
+            return cached
+        key = domain
         if domain == "ai.onnx":
             domain = ""
         version = self.model.opset_imports.get(domain)
         if version is None and domain == "":
             version = self.model.opset_imports.get("ai.onnx")
-        return int(version) if version is not None else 0
+        self._opsets[key] = result = int(version) if version is not None else 0
+        return result
 
     def node_opset(self, node: ir.Node) -> int:
         return self.opset(node.domain)
@@ -240,7 +250,10 @@ class RuleContext:
             if value is not None and value.const_value is not None:
                 return tuple(int(d) for d in value.const_value.shape)
             return None
-        return tuple(d if isinstance(d, int) else None for d in value.shape)
+        dims = tuple(value.shape)
+        if _ONLY_INTS.issuperset(map(type, dims)):  # the common case, without a Python-level loop
+            return dims
+        return tuple(d if isinstance(d, int) else None for d in dims)
 
     def rank(self, value: ir.Value | None) -> int | None:
         shape = self.shape(value)
@@ -249,7 +262,7 @@ class RuleContext:
     def static_shape(self, value: ir.Value | None) -> tuple[int, ...] | None:
         """The shape if every dim is known, else ``None``."""
         shape = self.shape(value)
-        if shape is None or any(d is None for d in shape):
+        if shape is None or None in shape:
             return None
         return typing.cast(tuple[int, ...], shape)
 
@@ -269,7 +282,7 @@ class RuleContext:
         return [use.node for use in value.uses()]
 
     def is_graph_output(self, value: ir.Value) -> bool:
-        return value in self.graph.outputs
+        return value.is_graph_output() and value in self.graph.outputs  # O(1) for the usual answer
 
     # -- other nodes --------------------------------------------------------------------------------
     def unit_of(self, node: ir.Node) -> NodeUnit:
@@ -282,7 +295,7 @@ class RuleContext:
     def claims_unit(self, unit: NodeUnit) -> Support:
         key = id(unit.target)
         if key not in self._memo:
-            self._memo[key] = Support.no("cyclic support query")  # guards rules that look back at us
+            self._memo[key] = _CYCLIC  # guards rules that look back at us
             self._memo[key] = self.backend.supports(unit, self)
         return self._memo[key]
 

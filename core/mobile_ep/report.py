@@ -120,11 +120,11 @@ def convert_text(report: ConvertReport, *, verbose: bool = False) -> str:
                                "ORT's EP still takes it (--compile can leave it on CPU)", width))
     lines.append("  wrote:")
     for kind, path in report.outputs.items():
-        lines.append(_clip(f"    {kind:<7}{path}", width))
+        lines.append(_clip(f"    {kind:<9}{path}", width))
     compiled = getattr(report, "compiled", None)
     if compiled is not None:
-        lines.append(f"    bundle {compiled.bundle}")
-        lines.append(f"    adapter {compiled.adapter}")
+        lines.append(_clip(f"    {'bundle':<9}{compiled.bundle}", width))
+        lines.append(_clip(f"    {'adapter':<9}{compiled.adapter}", width))
         lines.append(f"  compiled: {len(compiled.compiled)} partition(s), {compiled.compiled_nodes}/{compiled.nodes} nodes "
                      f"as {compiled.backend} payloads")
         for failure in compiled.failures:

@@ -124,7 +124,9 @@ def run(path: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
 
 
 def compare(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray], *,
-            atol: float = ATOL, rtol: float = RTOL) -> list[OutputDiff]:
+            atol: float = ATOL, rtol: float = RTOL, int_atol: int = 0) -> list[OutputDiff]:
+    """Every output of *reference* against *candidate*: floats within ``atol + rtol·|ref|``, integers
+    equal (or within *int_atol*, e.g. one quantization step of a compiled quantized partition)."""
     diffs = []
     for name, ref in reference.items():
         if name not in candidate:
@@ -151,7 +153,8 @@ def compare(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndar
             equal = bool(np.array_equal(ref, got))
             err = float(np.max(np.abs(ref.astype(np.float64) - got.astype(np.float64)))) if ref.dtype != np.bool_ \
                 else float(np.sum(ref != got))
-            diffs.append(OutputDiff(name, err, 0.0 if equal else float("inf"), equal))
+            within = equal or (int_atol > 0 and ref.dtype != np.bool_ and err <= int_atol)
+            diffs.append(OutputDiff(name, err, 0.0 if equal else float("inf"), within))
     return diffs
 
 
@@ -167,12 +170,13 @@ def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike],
     reference = run(original, feeds)
     results = []
     for c in candidates:
-        c_atol, c_rtol = atol, rtol
+        c_atol, c_rtol, c_int = atol, rtol, 0
         if is_compiled_model(c):
             declared = compiled_tolerances(c)
-            c_atol, c_rtol = max(atol, declared[0]), max(rtol, declared[1])
+            c_atol, c_rtol, c_int = max(atol, declared[0]), max(rtol, declared[1]), int(declared[2])
         outputs = run(c, feeds, backends=backends)
-        results.append(Verification(str(pathlib.Path(c)), compare(reference, outputs, atol=c_atol, rtol=c_rtol), seed))
+        results.append(Verification(str(pathlib.Path(c)),
+                                    compare(reference, outputs, atol=c_atol, rtol=c_rtol, int_atol=c_int), seed))
     return results
 
 
@@ -204,11 +208,17 @@ def _context_nodes(graph) -> list:
 
 def is_compiled_model(path: str | os.PathLike) -> bool:
     """True for an ONNX model with ``com.microsoft:EPContext`` nodes (not for ORT format files)."""
+    import mmap
+
     p = pathlib.Path(path)
     try:
         with open(p, "rb") as f:
             if f.read(8)[4:8] == b"ORTM":
                 return False
+            f.seek(0)
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                if data.find(b"EPContext") < 0:  # cheap: most models are not compiled
+                    return False
         return bool(_context_nodes(_load_proto(p, external=False).graph))
     except Exception:
         return False
@@ -241,15 +251,19 @@ def _reads(node) -> list[str]:
     return names
 
 
-def compiled_tolerances(path: str | os.PathLike) -> tuple[float, float]:
-    """(atol, rtol): the largest tolerances the model's payloads declare in their metadata (0 if none)."""
+def compiled_tolerances(path: str | os.PathLike) -> tuple[float, float, int]:
+    """(atol, rtol, int_atol): the largest tolerances the model's payloads declare in their metadata
+    (``atol``, ``rtol``; ``quantized="true"`` allows integer outputs one step off); 0 if none."""
     proto = _load_proto(path, external=False)
     atol = rtol = 0.0
+    int_atol = 0
     for node in _context_nodes(proto.graph):
         metadata = _payload(node, pathlib.Path(path).parent).metadata
         atol = max(atol, float(metadata.get("atol", 0) or 0))
         rtol = max(rtol, float(metadata.get("rtol", 0) or 0))
-    return atol, rtol
+        if metadata.get("quantized") == "true":
+            int_atol = 1
+    return atol, rtol, int_atol
 
 
 def plan_compiled(model: Any, model_dir: str | os.PathLike | None = None) -> list[Step]:
@@ -267,8 +281,8 @@ def plan_compiled(model: Any, model_dir: str | os.PathLike | None = None) -> lis
         model = _load_proto(model, external=True)
     base = pathlib.Path(model_dir) if model_dir is not None else pathlib.Path(".")
     graph = model.graph
-    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
-    types = {vi.name: vi for vi in (*inferred.graph.value_info, *graph.value_info, *graph.input, *graph.output)}
+    types = {vi.name: vi for vi in (*graph.value_info, *graph.input, *graph.output)}
+    inferred: list = []  # shape inference (a copy of the model) only if a boundary has no type
     graph_inputs = {i.name for i in graph.input}
     initializers = {t.name: t for t in graph.initializer if t.name not in graph_inputs}
     nodes = list(graph.node)
@@ -333,6 +347,9 @@ def plan_compiled(model: Any, model_dir: str | os.PathLike | None = None) -> lis
         outputs = [o for o in produced if o in wanted]
 
         def info(name: str):
+            if name not in types and not inferred:
+                inferred.append(onnx.shape_inference.infer_shapes(model, strict_mode=False))
+                types.update({vi.name: vi for vi in inferred[0].graph.value_info if vi.name not in types})
             if name in types:
                 return types[name]
             raise ModelError(f"the compiled model gives no type for {name!r}, needed at a segment boundary")
@@ -363,9 +380,9 @@ def run_compiled(path: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
     partitions, in the order of :func:`plan_compiled`."""
     import onnxruntime as ort
 
-    proto = _load_proto(path, external=False)
+    proto = _load_proto(path, external=True)
     graph = proto.graph
-    steps = list(steps) if steps is not None else plan_compiled(path)
+    steps = list(steps) if steps is not None else plan_compiled(proto, pathlib.Path(path).parent)
     env: dict[str, np.ndarray] = {}
     fed = {i.name for i in graph.input}
     for name in fed:
@@ -374,7 +391,7 @@ def run_compiled(path: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
     if any(i.name not in env for i in graph.input):
         from onnx import numpy_helper
 
-        defaults = {t.name: t for t in _load_proto(path, external=True).graph.initializer}
+        defaults = {t.name: t for t in graph.initializer}
         for i in graph.input:
             if i.name not in env and i.name in defaults:
                 env[i.name] = numpy_helper.to_array(defaults[i.name])

@@ -63,11 +63,26 @@ class LegalizePass(ir.passes.InPlacePass):
         self.applied: list[Applied] = []
         self.skipped: list[Skipped] = []
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
+    def _rewrites_by_op(self) -> dict[tuple[str, str], list[Rewrite]]:
         by_op: dict[tuple[str, str], list[Rewrite]] = {}
         for rewrite in self.backend.rewrites():
             for op_type in rewrite.op_types:
                 by_op.setdefault((rewrite.domain, op_type), []).append(rewrite)
+        return by_op
+
+    def has_work(self, model: ir.Model) -> bool:
+        """Whether :meth:`call` would try any rewrite on *model*: a node some rewrite covers that is not
+        skipped and not claimed.  When not, the pass leaves the model as it is (callers need not copy it)."""
+        by_op = self._rewrites_by_op()
+        graph = model.graph
+        for node in graph:
+            candidates = by_op.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
+            if candidates and node.name not in self.skip and not RuleContext(model, self.backend, graph).claims(node):
+                return True
+        return False
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        by_op = self._rewrites_by_op()
         if not by_op:
             return ir.passes.PassResult(model, False)
         graph = model.graph

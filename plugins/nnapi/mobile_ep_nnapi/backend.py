@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import importlib
+import inspect
+import pkgutil
 from collections.abc import Iterable, Mapping
+from typing import Literal
 
+import numpy as np
 import onnx_ir as ir
 
 import mobile_ep
@@ -24,6 +29,9 @@ MAX_API_LEVEL = 35
 # NNAPI feature level of each Android API level.  Feature levels 1-5 are tied to API 27-31; from Android
 # 12 on the NNAPI runtime is updatable and reports its own level (12L keeps 5, 13 → 6, 14 → 7, 15 → 8).
 _FEATURE_LEVELS = {27: 1, 28: 2, 29: 3, 30: 4, 31: 5, 32: 5, 33: 6, 34: 7, 35: 8}
+
+CompileOps = Literal["ort", "extended"]
+Preference = Literal["fast_single_answer", "sustained_speed", "low_power"]
 
 #: Single-node partitions ORT's NNAPI EP drops because the op would only copy data (helper.cc).
 TRIVIAL_SINGLE_OPS = frozenset({"Reshape", "Flatten", "Identity"})
@@ -72,6 +80,20 @@ class NnapiOptions:
         metadata={"help": "ORT session key ep.nnapi.partitioning_stop_ops: op types that, with every node "
                           "downstream of them, stay on the CPU."},
     )
+    compile_ops: CompileOps = dataclasses.field(
+        default="ort",
+        metadata={"help": "Which nodes the backend claims: `ort` exactly what ORT's NNAPI EP takes (the "
+                          "predictions of check/convert); `extended` also the NNAPI ops and forms only mobile-ep's "
+                          "own lowering runs (HardSwish, comparisons, reductions, Clip to any bounds, ...): use it "
+                          "with convert --compile, whose partitions do not go through ORT's EP.",
+                  "compile_only": True},
+    )
+    preference: Preference = dataclasses.field(
+        default="fast_single_answer",
+        metadata={"help": "Execution preference of compiled partitions (--compile): fast_single_answer (as "
+                          "ORT's EP), sustained_speed or low_power.",
+                  "compile_only": True},
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.api_level, bool) or not isinstance(self.api_level, int):
@@ -115,7 +137,20 @@ class NnapiBackend(Backend):
 
     # -- configuration ------------------------------------------------------------------------------
     def build_rules(self) -> RuleRegistry:
-        return RuleRegistry.from_package(_rules_package)
+        """One rule module per op or op family; modules marked ``COMPILE_ONLY`` only with compile_ops=extended."""
+        registry = RuleRegistry()
+        extended = self.options.compile_ops == "extended"
+        for info in sorted(pkgutil.iter_modules(_rules_package.__path__), key=lambda i: i.name):
+            if info.name.startswith("_"):
+                continue
+            module = importlib.import_module(f"{_rules_package.__name__}.{info.name}")
+            if getattr(module, "COMPILE_ONLY", False) and not extended:
+                continue
+            for obj in vars(module).values():
+                if (isinstance(obj, type) and issubclass(obj, mobile_ep.OpRule) and obj.__module__ == module.__name__
+                        and obj.op_types and not inspect.isabstract(obj)):
+                    registry.add(obj())
+        return registry
 
     def rewrites(self) -> tuple[mobile_ep.Rewrite, ...]:
         """Legalizations into ops ORT's NNAPI EP takes (each applied only where the result is claimed)."""
@@ -134,6 +169,11 @@ class NnapiBackend(Backend):
             r.BatchNormToMulAdd(),
             r.LayerNormToPrimitives(),
             r.ChannelShuffleToGather(),
+            r.MatMulToFlatMatMul(),
+            r.InstanceNormToPrimitives(),
+            r.ReciprocalToDiv(),
+            r.ReduceSumToMean(),
+            r.GemmFoldScales(),
         )
 
     def qdq_ops(self) -> frozenset[str]:
@@ -157,6 +197,8 @@ class NnapiBackend(Backend):
         if not stop_ops:
             return {}
         nodes = list(graph)
+        if not any(node.op_type in stop_ops for node in nodes):
+            return {}  # the usual case: no need to map every node's consumers
         consumers = _top_level_consumers(nodes)
         excluded: dict[ir.Node, str] = {}
         for node in nodes:
@@ -175,6 +217,42 @@ class NnapiBackend(Backend):
                                           "after a stop op on the CPU")
                     queue.append(consumer)
         return excluded
+
+    # -- the compile contract (convert --compile) ------------------------------------------------------
+    def compile(self, partition: PartitionView, ctx: RuleContext) -> mobile_ep.CompiledPartition:
+        """Lower the partition to an NNAPI model (each rule's ``lower``) and serialize it (docs/format.md)."""
+        from .compile import compile_partition
+
+        return compile_partition(self, partition, ctx)
+
+    def emulate(self, payload: mobile_ep.CompiledPartition, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run a payload's serialized NNAPI model in the numpy emulator (NNAPI semantics, relaxed fp16 too)."""
+        from . import emulator, serialize
+
+        if payload.format != serialize.FORMAT:
+            raise mobile_ep.CompileError(f"nnapi: cannot run a {payload.format!r} payload (this backend reads "
+                                         f"{serialize.FORMAT})")
+        model = serialize.read(payload.data)
+        missing = [s.name for s in payload.inputs if s.name not in inputs]
+        if missing:
+            raise mobile_ep.CompileError(f"nnapi: missing inputs {missing}")
+        outputs = emulator.run_named(model, {n: np.asarray(inputs[n]) for n in model.input_names})
+        result = {}
+        for spec in payload.outputs:
+            shape = tuple(spec.shape or ())
+            if spec.name in outputs:
+                result[spec.name] = outputs[spec.name].reshape(shape)
+            elif spec.shape is not None and 0 in shape:  # an empty tensor: nothing to compute
+                result[spec.name] = np.zeros(shape, dtype=spec.dtype.numpy())
+            else:
+                raise mobile_ep.CompileError(f"nnapi: the NNAPI model has no output {spec.name!r}")
+        return result
+
+    def runtime_adapter(self) -> dict[str, bytes]:
+        """The C++ runtime adapter (NNAPI C API), its JNI and Kotlin glue, the header and the build files."""
+        from mobile_ep.compile import package_files
+
+        return package_files("mobile_ep_nnapi", "adapter")
 
     def accept_partition(self, partition: PartitionView, ctx: RuleContext) -> Support:
         """ORT's ``IsValidSupportedNodeGroup`` and its all-constant-inputs filter (nnapi_execution_provider.cc)."""

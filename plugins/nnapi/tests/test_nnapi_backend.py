@@ -12,6 +12,7 @@ from nnapi_models import I64, U8, at_api, model, node, support
 
 import mobile_ep
 from mobile_ep import UsageError
+from mobile_ep import compile as compile_contract
 from mobile_ep.plugins import make_plugins
 from mobile_ep_nnapi import NnapiBackend, NnapiOptions, feature_level_for_api, rules
 
@@ -76,7 +77,7 @@ def test_configure_reports_bad_values(values, message):
 def test_every_option_has_help():
     described = NnapiBackend().describe_options()
     assert [name for name, _, _ in described] == ["api_level", "use_fp16", "use_nchw", "cpu_disabled", "cpu_only",
-                                                   "stop_ops"]
+                                                   "stop_ops", "compile_ops", "preference"]
     assert all(help_text for _, _, help_text in described)
 
 
@@ -96,7 +97,10 @@ def test_every_rule_module_registers_rules_and_documents_them():
     backend = NnapiBackend()
     modules = {type(rule).__module__ for _, _, rule in backend.rules}
     public = {f"{rules.__name__}.{m.name}" for m in pkgutil.iter_modules(rules.__path__) if not m.name.startswith("_")}
-    assert modules == public
+    compile_only = {name for name in public if getattr(importlib.import_module(name), "COMPILE_ONLY", False)}
+    assert modules == public - compile_only  # ORT's claims: compile-only modules are not registered
+    extended = NnapiBackend().configure({"compile_ops": "extended"})
+    assert {type(rule).__module__ for _, _, rule in extended.rules} == public
     for _, op_type, rule in backend.rules:
         conditions = rule.conditions(op_type)
         assert conditions and all(c and not c.endswith(".") for c in conditions), (op_type, conditions)
@@ -166,16 +170,19 @@ def test_unknown_op_has_a_reason():
 
 
 def test_plugin_uses_only_the_public_api():
-    """The package imports mobile_ep's public names only (no core submodules)."""
+    """The package imports mobile_ep's public names only: the package and its public compile-contract module."""
     package = pathlib.Path(importlib.import_module("mobile_ep_nnapi").__file__).parent
     imported = set()
     for path in package.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for stmt in ast.walk(tree):
             if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.module.startswith("mobile_ep"):
-                assert stmt.module == "mobile_ep" or stmt.module.startswith("mobile_ep_nnapi"), (path, stmt.module)
+                assert stmt.module in ("mobile_ep", "mobile_ep.compile") or stmt.module.startswith("mobile_ep_nnapi"), (
+                    path, stmt.module)
                 if stmt.module == "mobile_ep":
                     imported.update(alias.name for alias in stmt.names)
+                if stmt.module == "mobile_ep.compile":
+                    assert {a.name for a in stmt.names} <= set(compile_contract.__all__), path
             elif isinstance(stmt, ast.Import):
                 assert not any(a.name.startswith("mobile_ep.") for a in stmt.names), path
     assert imported and imported <= set(mobile_ep.__all__), imported - set(mobile_ep.__all__)

@@ -17,11 +17,21 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import onnx_ir as ir
 
-from mobile_ep import MAX_OPSET, SUPPORTED, DataType, NodeUnit, OpRule, RuleContext, Support, op_label
+from mobile_ep import (
+    MAX_OPSET,
+    SUPPORTED,
+    CompileError,
+    DataType,
+    NodeUnit,
+    OpRule,
+    RuleContext,
+    Support,
+    op_label,
+)
 
 from ._quant import dtype_name, unit_inputs
 
@@ -35,6 +45,7 @@ __all__ = [
     "constant_input",
     "input_count",
     "input_value",
+    "extended",
     "FLOAT_OR_UINT8",
 ]
 
@@ -91,6 +102,11 @@ def rank_between(ctx: RuleContext, unit: NodeUnit, lo: int, hi: int, index: int 
     label = what or f"input {index}"
     wanted = f"rank {lo}" if lo == hi else f"rank {lo}–{hi}" if lo > 0 else f"rank ≤{hi}"
     return Support.no(f"{label} has rank {rank}; needs {wanted}")
+
+
+def extended(ctx: RuleContext) -> bool:
+    """True with compile_ops=extended: claims beyond ORT's NNAPI EP (for convert --compile) are allowed."""
+    return getattr(ctx.options, "compile_ops", "ort") == "extended"
 
 
 def input_count(unit: NodeUnit) -> int:
@@ -242,6 +258,21 @@ class NnapiRule(OpRule):
                     "take, so it would be a partition input"
                 )
         return SUPPORTED
+
+    # -- lowering (convert --compile) -----------------------------------------------------------------
+    def lower(self, unit: NodeUnit, ctx: RuleContext, builder: Any) -> None:
+        """Add the unit to the NNAPI model being built (``lower_units`` re-asserted support): :meth:`emit`.
+
+        A Relu/Clip unit its producer folded into a fused-activation code adds nothing.
+        """
+        if unit.target in builder.fused:
+            return
+        with builder.lowering(unit):
+            self.emit(unit, ctx, builder)
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b: Any) -> None:
+        """The rule's NNAPI operations for *unit*, written into the builder *b*."""
+        raise CompileError(f"{type(self).__name__} has no NNAPI lowering")
 
     # -- documentation --------------------------------------------------------------------------------
     def conditions(self, op_type: str) -> list[str]:

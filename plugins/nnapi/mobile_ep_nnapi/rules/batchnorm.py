@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_nnapi.nnapi import FuseCode, OperandCode, OperationCode
 
 from ._base import NnapiRule, constant_input, rank_between
 
@@ -27,3 +30,22 @@ class BatchNormalizationRule(NnapiRule):
             if not result:
                 return result
         return SUPPORTED
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        """MUL by scale/sqrt(var+eps), ADD of B - mean·that (precomputed), in the input's layout."""
+        node = unit.target
+        scale, bias, mean, var = (np.asarray(ctx.constant(node.inputs[i]), dtype=np.float64) for i in (1, 2, 3, 4))
+        multiplier = scale / np.sqrt(var + float(attr(node, "epsilon", 1e-5)))
+        shift = bias - mean * multiplier
+        x_value = node.inputs[0]
+        rank = b.rank(x_value)
+        x = b.get(x_value, b.preferred(x_value))
+        shape = [1] * rank
+        position = x.perm.index(1) if rank >= 2 else 0
+        shape[position] = multiplier.size
+        dims = b.model.operands[x.index].dims
+        scaled = b.scratch(OperandCode.TENSOR_FLOAT32, dims)
+        b.op(OperationCode.MUL, [x.index, b.constant(multiplier.reshape(shape).astype(np.float32), 3),
+                                 b.i32(FuseCode.NONE)], [scaled])
+        y, fuse = b.new_fused(node.outputs[0], x.perm)
+        b.op(OperationCode.ADD, [scaled, b.constant(shift.reshape(shape).astype(np.float32), 3), fuse], [y.index])

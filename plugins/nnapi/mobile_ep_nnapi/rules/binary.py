@@ -3,9 +3,39 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, DataType, NodeUnit, RuleContext, Support
+from mobile_ep_nnapi.nnapi import OperationCode as Op
 
 from ._base import NnapiRule, input_value, rank_between
-from ._quant import check_binary_quantized_types, check_quantized_io, dtype_name, quantized_op_type
+from ._quant import (
+    check_binary_quantized_types,
+    check_quantized_io,
+    dtype_name,
+    quantized_op_type,
+    unit_inputs,
+    unit_outputs,
+)
+
+#: NNAPI operation of each op, and whether it takes a fused-activation code.
+BINARY_OPS = {"Add": (Op.ADD, True), "Sub": (Op.SUB, True), "Mul": (Op.MUL, True), "Div": (Op.DIV, True),
+              "Pow": (Op.POW, False), "QLinearAdd": (Op.ADD, True), "QLinearMul": (Op.MUL, True),
+              "Max": (Op.MAXIMUM, False), "Min": (Op.MINIMUM, False), "PRelu": (Op.PRELU, False)}
+
+
+def emit_binary(unit: NodeUnit, b, op_type: str | None = None) -> None:
+    """A broadcasting binary op in the inputs' layout (NHWC when they have it; lower-rank constants are
+    broadcast on the host), with a following Relu/Clip folded in when the op takes a fused activation."""
+    code, fuses = BINARY_OPS[op_type or unit.op_type]
+    a_io, b_io = unit_inputs(unit)[:2]
+    out = unit_outputs(unit)[0].value
+    perm = b.elementwise_layout([a_io.value, b_io.value], out)
+    a = b.broadcast(a_io, perm)
+    c = b.broadcast(b_io, perm)
+    if fuses:
+        y, fuse = b.new_fused(out, perm)
+        b.op(code, [a.index, c.index, fuse], [y.index])
+    else:
+        y = b.new(out, perm)
+        b.op(code, [a.index, c.index], [y.index])
 
 QUANTIZED_BINARY = frozenset({"QLinearAdd", "QLinearMul", "QDQAdd", "QDQMul"})
 
@@ -50,3 +80,6 @@ class BinaryRule(NnapiRule):
         """Both inputs rank ≤4; Pow: both inputs float32; QDQ Add/Mul unit with uint8 per-tensor
         inputs and output."""
         return check_binary_ranks(unit, ctx)
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        emit_binary(unit, b)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, DataType, NodeUnit, RuleContext, Support, attr
+from mobile_ep_nnapi.nnapi import OperationCode
 
 from ._base import NnapiRule
 from ._quant import dtype_name
@@ -24,3 +25,8 @@ class CastRule(NnapiRule):
                 name = str(to)
             return Support.no(f"cast to {name} is not supported (float32 or int32 only)")
         return SUPPORTED
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        x = b.get(unit.target.inputs[0], "any")
+        y = b.new(unit.target.outputs[0], x.perm)
+        b.op(OperationCode.CAST, [x.index], [y.index])

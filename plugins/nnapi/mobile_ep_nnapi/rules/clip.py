@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_nnapi.nnapi import OperationCode
 
-from ._base import NnapiRule
+from ._base import NnapiRule, extended, needs_feature_level
 
 _LOWEST = float(np.finfo(np.float32).min)
 _HIGHEST = float(np.finfo(np.float32).max)
@@ -41,5 +42,28 @@ class ClipRule(NnapiRule):
             return bounds
         if bounds in ((0.0, 6.0), (-1.0, 1.0)):
             return SUPPORTED
+        if extended(ctx):  # compile_ops=extended: MAXIMUM/MINIMUM with constants
+            return needs_feature_level(ctx, 3, "Clip to other bounds (MAXIMUM/MINIMUM)")
         low, high = (f"{b:g}" if abs(b) < 1e30 else ("-inf" if b < 0 else "inf") for b in bounds)
         return Support.no(f"min/max ({low}, {high}) is not supported; only (0, 6) → RELU6 and (-1, 1) → RELU1")
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        """RELU6 or RELU1 (or fused into the producer); other bounds: MAXIMUM then MINIMUM."""
+        bounds = clip_bounds(unit, ctx)
+        assert not isinstance(bounds, Support)
+        x = b.get(unit.target.inputs[0], "any")
+        y = b.new(unit.target.outputs[0], x.perm)
+        if bounds == (0.0, 6.0):
+            b.op(OperationCode.RELU6, [x.index], [y.index])
+        elif bounds == (-1.0, 1.0):
+            b.op(OperationCode.RELU1, [x.index], [y.index])
+        else:
+            low, high = bounds
+            dims = b.model.operands[y.index].dims
+            current = x.index
+            if low > _LOWEST:
+                raised = b.scratch(b.model.operands[x.index].type, dims) if high < _HIGHEST else y.index
+                b.op(OperationCode.MAXIMUM, [current, b.constant(np.float32([low]), 3)], [raised])
+                current = raised
+            if high < _HIGHEST or current == x.index:
+                b.op(OperationCode.MINIMUM, [current, b.constant(np.float32([high]), 3)], [y.index])

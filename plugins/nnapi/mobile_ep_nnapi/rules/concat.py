@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
+from mobile_ep import SUPPORTED, DataType, NodeUnit, RuleContext, Support, attr
+from mobile_ep_nnapi.nnapi import OperationCode
 
 from ._base import FLOAT_OR_UINT8, NnapiRule, rank_between
 from ._quant import (
@@ -49,3 +50,21 @@ class ConcatRule(NnapiRule):
         """Input 0 rank 1–4; QDQ unit: uint8 per-tensor inputs and output, all with one scale and zero point
         below feature level 3."""
         return rank_between(ctx, unit, 1, 4)
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        """CONCATENATION in the inputs' layout (the axis follows it); empty inputs are left out."""
+        out = unit_outputs(unit)[0].value
+        values = [io.value for io in unit_inputs(unit) if io is not None]
+        if 0 in b.shape(out):
+            b.empty.add(out)
+            return
+        values = [v for v in values if v not in b.empty and 0 not in b.shape(v)]
+        rank = b.rank(out)
+        axis = int(attr(unit.target, "axis", 0)) % rank
+        perm = b.elementwise_layout(values, out)
+        refs = [b.get(v, perm).index for v in values]
+        if ctx.dtype(out) == DataType.UINT8 and unit.kind != "qdq":
+            y = b.like(out, values[0], perm)
+        else:
+            y = b.new(out, perm)
+        b.op(OperationCode.CONCATENATION, [*refs, b.i32(perm.index(axis))], [y.index])

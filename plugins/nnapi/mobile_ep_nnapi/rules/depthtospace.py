@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_nnapi.nnapi import OperationCode
 
 from ._base import NnapiRule, needs_feature_level, rank_between
 
@@ -24,3 +25,11 @@ class DepthToSpaceRule(NnapiRule):
             if mode != "DCR":
                 return Support.no(f"mode {mode} is not supported (DCR only)")
         return SUPPORTED
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        """DEPTH_TO_SPACE in NHWC (ONNX's DCR order is NNAPI's)."""
+        layout = "onnx" if b.use_nchw else "nhwc"
+        x = b.get(unit.target.inputs[0], layout)
+        y = b.new(unit.target.outputs[0], layout)
+        b.op(OperationCode.DEPTH_TO_SPACE, [x.index, b.i32(attr(unit.target, "blocksize")), *b.layout_flag(b.use_nchw)],
+             [y.index])

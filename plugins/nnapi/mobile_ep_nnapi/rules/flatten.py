@@ -5,8 +5,16 @@ from __future__ import annotations
 import math
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_nnapi.nnapi import OperationCode
 
 from ._base import NnapiRule, input_value, rank_between
+
+
+def emit_reshape(b, source, target) -> None:
+    """RESHAPE *source* (in ONNX order) into the static shape of *target*; uint8 keeps its quantization."""
+    x = b.get(source, "onnx")
+    y = b.like(target, source, "onnx")
+    b.op(OperationCode.RESHAPE, [x.index, b.i32s(b.dims(b.shape(target), ()))], [y.index])
 
 
 class FlattenRule(NnapiRule):
@@ -26,3 +34,6 @@ class FlattenRule(NnapiRule):
         if math.prod(shape[:axis]) == 0 and math.prod(shape[axis:]) == 0:
             return Support.no(f"input shape {list(shape)} flattens to [0,0]")
         return SUPPORTED
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        emit_reshape(b, unit.target.inputs[0], unit.target.outputs[0])

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from mobile_ep import SUPPORTED, DataType, NodeUnit, RuleContext, Support, attr
+import numpy as np
 
-from ._base import NnapiRule, constant_input, input_count, input_value, needs_feature_level
-from ._quant import quantized_op_type
+from mobile_ep import SUPPORTED, DataType, NodeUnit, RuleContext, Support, attr
+from mobile_ep_nnapi.nnapi import FuseCode, OperandCode, OperationCode
+
+from ._base import NnapiRule, constant_input, extended, input_count, input_value, needs_feature_level
+from ._quant import quantized_op_type, unit_inputs, unit_outputs
 from .binary import check_quantized_binary_io
 
 QUANTIZED_GEMM = frozenset({"QLinearMatMul", "QDQGemm", "QDQMatMul"})
@@ -50,6 +53,13 @@ def check_gemm(unit: NodeUnit, ctx: RuleContext) -> Support:
         trans_b = attr(node, "transB", 0)
         alpha = attr(node, "alpha", 1.0)
         beta = attr(node, "beta", 1.0)
+        if (trans_a != 0 or alpha != 1.0 or beta != 1.0) and extended(ctx) and unit.kind == "single":
+            # compile_ops=extended: A transposed by TRANSPOSE, alpha and beta folded into B and C (or MUL)
+            if trans_a:
+                result = needs_feature_level(ctx, 2, "transA=1 (TRANSPOSE)")
+                if not result:
+                    return result
+            trans_a, alpha, beta = 0, 1.0, 1.0
         if trans_a != 0 or alpha != 1.0 or beta != 1.0:
             return Support.no(f"needs transA=0, alpha=1, beta=1 (got transA={trans_a}, alpha={alpha:g}, beta={beta:g})")
         if trans_b == 0:
@@ -83,6 +93,83 @@ def check_gemm(unit: NodeUnit, ctx: RuleContext) -> Support:
     return SUPPORTED
 
 
+def quantized_weights(unit: NodeUnit, ctx: RuleContext, b, weights_nk: np.ndarray, bias_io) -> tuple[int, int]:
+    from .conv import quantized_filter
+
+    ins = unit_inputs(unit)
+    return quantized_filter(b, ctx, ins[0], ins[1], bias_io, "fc", weights_nk, weights_nk.shape[0])
+
+
+def emit_gemm(unit: NodeUnit, ctx: RuleContext, b) -> None:
+    """FULLY_CONNECTED with B as [N, K] weights (a constant transposed on the host, or a run-time B with
+    transB=1) and C as the bias; extended: transA by TRANSPOSE, alpha/beta folded into constants or MUL."""
+    node = unit.target
+    ins, outs = unit_inputs(unit), unit_outputs(unit)
+    a_io, b_io = ins[0], ins[1]
+    c_io = ins[2] if len(ins) > 2 else None
+    out = outs[0].value
+    trans_a, trans_b = attr(node, "transA", 0), attr(node, "transB", 0)
+    alpha, beta = float(attr(node, "alpha", 1.0)), float(attr(node, "beta", 1.0))
+    m, n = b.shape(out)
+    a_value = a_io.value
+    if trans_a:
+        a_ref = b.get(a_value, "onnx")
+        k = b.shape(a_value)[0]
+        moved = b.scratch(OperandCode.TENSOR_FLOAT32, (m, k))
+        b.op(OperationCode.TRANSPOSE, [a_ref.index, b.i32s([1, 0])], [moved])
+        a_value = _Operand(moved)
+    quantized = quantized_op_type(unit) in QUANTIZED_GEMM
+    b_const = ctx.constant(b_io.value)
+    if quantized:
+        weights_nk = np.asarray(b_const) if trans_b else np.asarray(b_const).T
+        weights, bias = quantized_weights(unit, ctx, b, np.ascontiguousarray(weights_nk), c_io)
+        _fully_connected(b, ctx, a_value, weights, bias, out)
+        return
+    if b_const is not None:
+        weights_nk = (np.asarray(b_const) if trans_b else np.asarray(b_const).T) * np.float32(alpha)
+        weights = b.constant(np.ascontiguousarray(weights_nk, dtype=np.float32), OperandCode.TENSOR_FLOAT32)
+    else:  # transB=1: B [N, K] computed at run time
+        w_ref = b.get(b_io, "onnx")
+        weights = w_ref.index
+        if alpha != 1.0:
+            scaled = b.scratch(OperandCode.TENSOR_FLOAT32, (n, b.shape(b_io.value)[1]))
+            b.op(OperationCode.MUL, [weights, b.constant(np.float32([alpha]), 3), b.i32(0)], [scaled])
+            weights = scaled
+    c_const = None if c_io is None else ctx.constant(c_io.value)
+    if c_io is None:
+        bias = b.constant(np.zeros(n, np.float32), OperandCode.TENSOR_FLOAT32)
+    elif c_const is not None and np.asarray(c_const).size == n:
+        bias = b.constant((np.asarray(c_const, np.float32) * np.float32(beta)).reshape(-1), OperandCode.TENSOR_FLOAT32)
+    else:
+        c_ref = b.get(c_io, "onnx")
+        bias = c_ref.index
+        if b.rank(c_io.value) != 1:
+            flat = b.scratch(OperandCode.TENSOR_FLOAT32, (n,))
+            b.op(OperationCode.RESHAPE, [bias, b.i32s([n])], [flat])
+            bias = flat
+        if beta != 1.0:
+            scaled = b.scratch(OperandCode.TENSOR_FLOAT32, (n,))
+            b.op(OperationCode.MUL, [bias, b.constant(np.float32([beta]), 3), b.i32(0)], [scaled])
+            bias = scaled
+    _fully_connected(b, ctx, a_value, weights, bias, out)
+
+
+class _Operand:
+    """An intermediate operand standing in for a value (a transposed A)."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+
+def _fully_connected(b, ctx: RuleContext, a_value, weights: int, bias: int, out) -> None:
+    a_index = a_value.index if isinstance(a_value, _Operand) else b.get(a_value, "onnx").index
+    if ctx.dtype(out) == DataType.UINT8:
+        y, fuse = b.new(out, "onnx"), b.i32(FuseCode.NONE)
+    else:
+        y, fuse = b.new_fused(out, "onnx")
+    b.op(OperationCode.FULLY_CONNECTED, [a_index, weights, bias, fuse], [y.index])
+
+
 class GemmRule(NnapiRule):
     op_types = ("Gemm",)
     qdq_op_types = frozenset({"Gemm"})
@@ -96,3 +183,6 @@ class GemmRule(NnapiRule):
         """2-D A and B; transA=0, alpha=1, beta=1; B constant unless transB=1; C 1-D of the output width, or
         [1,…,1,N] on feature level 2+; QDQ unit (uint8 A, uint8/int8 B, constant bias)."""
         return check_gemm(unit, ctx)
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        emit_gemm(unit, ctx, b)

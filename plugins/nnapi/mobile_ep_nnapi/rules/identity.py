@@ -13,3 +13,7 @@ class IdentityRule(NnapiRule):
     def check(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         """A partition of a lone Identity is dropped."""
         return SUPPORTED
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        """No operation: the output is the input's operand (a model output gets a copy)."""
+        b.alias(unit.target.outputs[0], unit.target.inputs[0])

@@ -4,12 +4,13 @@ matmul.py; com.microsoft QLinearConv is rejected there.)"""
 
 from __future__ import annotations
 
-from mobile_ep import NodeUnit, RuleContext, Support
+from mobile_ep import NodeUnit, RuleContext, Support, attr
+from mobile_ep_nnapi.nnapi import OperationCode
 
 from ._base import NnapiRule
-from ._quant import check_quantized_io, check_scale_and_zero_point, unit_outputs
-from .binary import check_binary_ranks, check_quantized_binary_io
-from .pool import check_pool, check_pool_io
+from ._quant import check_quantized_io, check_scale_and_zero_point, unit_inputs, unit_outputs
+from .binary import check_binary_ranks, check_quantized_binary_io, emit_binary
+from .pool import check_pool, check_pool_io, emit_pool
 
 
 class QLinearBinaryRule(NnapiRule):
@@ -24,6 +25,9 @@ class QLinearBinaryRule(NnapiRule):
         """A, B and C uint8 (u8u8) with constant per-tensor scales and zero points; A and B rank ≤4."""
         return check_binary_ranks(unit, ctx)
 
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        emit_binary(unit, b)
+
 
 class QLinearSigmoidRule(NnapiRule):
     domain = "com.microsoft"
@@ -37,6 +41,11 @@ class QLinearSigmoidRule(NnapiRule):
     def check(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         """X and Y uint8 with constant per-tensor scale/zero point; Y scale 1/256 and zero point 0."""
         return check_scale_and_zero_point(unit_outputs(unit)[0], ctx, "output", 1.0 / 256, 0)
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        x = b.get(unit_inputs(unit)[0], "any")
+        y = b.new(unit_outputs(unit)[0], x.perm)
+        b.op(OperationCode.LOGISTIC, [x.index], [y.index])
 
 
 class QLinearAveragePoolRule(NnapiRule):
@@ -53,3 +62,8 @@ class QLinearAveragePoolRule(NnapiRule):
         """X and Y uint8 per-tensor with equal scale and zero point; 4-D; 2-D kernel; count_include_pad=0,
         ceil_mode=0, dilations 1."""
         return check_pool(unit, ctx)
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        if attr(unit.target, "channels_last", 0):
+            raise b.fail("channels_last=1 is not lowered")
+        emit_pool(unit, ctx, b)

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
+from mobile_ep_nnapi.nnapi import OperationCode
 
 from ._base import NnapiRule
-from ._quant import check_quantized_io
+from ._quant import check_quantized_io, unit_inputs, unit_outputs
 
 
 class DequantizeLinearRule(NnapiRule):
@@ -20,6 +21,11 @@ class DequantizeLinearRule(NnapiRule):
         """Input uint8 with a constant per-tensor scale and zero point."""
         return SUPPORTED
 
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        x = b.get(unit_inputs(unit)[0], "any")
+        y = b.new(unit.target.outputs[0], x.perm)
+        b.op(OperationCode.DEQUANTIZE, [x.index], [y.index])
+
 
 class QuantizeLinearRule(NnapiRule):
     op_types = ("QuantizeLinear",)
@@ -32,3 +38,8 @@ class QuantizeLinearRule(NnapiRule):
     def check(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         """Output uint8 with a constant per-tensor scale and zero point."""
         return SUPPORTED
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        x = b.get(unit.target.inputs[0], "any")
+        y = b.new(unit_outputs(unit)[0], x.perm)
+        b.op(OperationCode.QUANTIZE, [x.index], [y.index])

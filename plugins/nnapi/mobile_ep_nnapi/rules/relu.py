@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
+from mobile_ep_nnapi.nnapi import OperationCode
 
 from ._base import NnapiRule
 
@@ -13,3 +14,8 @@ class ReluRule(NnapiRule):
     def check(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         """Nothing beyond the common checks."""
         return SUPPORTED
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        x = b.get(unit.target.inputs[0], "any")
+        y = b.new(unit.target.outputs[0], x.perm)
+        b.op(OperationCode.RELU, [x.index], [y.index])

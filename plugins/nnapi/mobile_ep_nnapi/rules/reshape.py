@@ -5,9 +5,25 @@ from __future__ import annotations
 import numpy as np
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_nnapi.nnapi import OperationCode
 
 from ._base import NnapiRule, constant_input, input_value, rank_between
-from ._quant import check_quantized_io
+from ._quant import check_quantized_io, unit_inputs, unit_outputs
+
+
+def emit_data_movement(b, unit: NodeUnit, code: OperationCode, params: list[int], perm=None) -> None:
+    """RESHAPE/TRANSPOSE-like ops: the output keeps the input's type; a QDQ unit whose output scale or zero
+    point differs from its input's is requantized after the op."""
+    x_io, y_io = unit_inputs(unit)[0], unit_outputs(unit)[0]
+    x = b.get(x_io, "onnx" if perm is None else perm)
+    target = b.quant(y_io.value)
+    y = b.like(y_io.value, x_io.value, "onnx")
+    b.op(code, [x.index, *params], [y.index])
+    source = b.quant(x_io.value)
+    if unit.kind == "qdq" and target is not None and source != target:
+        dims = b.model.operands[y.index].dims
+        b.bind(y_io.value, b.requantize(y, dims, source, target))
+        b.set_quant(y_io.value, target)
 
 
 class ReshapeRule(NnapiRule):
@@ -42,3 +58,8 @@ class ReshapeRule(NnapiRule):
             if allow_zero:
                 return Support.no(f"shape[{index}] is 0 with allowzero=1 (an empty dim) is not supported")
         return SUPPORTED
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        """RESHAPE to the static output shape."""
+        out = unit_outputs(unit)[0].value
+        emit_data_movement(b, unit, OperationCode.RESHAPE, [b.i32s(b.dims(b.shape(out), ()))])

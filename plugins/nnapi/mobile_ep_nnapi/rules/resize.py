@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from mobile_ep import SUPPORTED, DataType, NodeUnit, RuleContext, Support, attr
+from mobile_ep_nnapi.nnapi import OperationCode
 
 from ._base import FLOAT_OR_UINT8, NnapiRule, input_value, needs_feature_level, rank_between
-from ._quant import check_quantized_io
+from ._quant import check_quantized_io, unit_inputs, unit_outputs
 
 #: An impossible feature level, for an input without a type (ORT returns INT_MAX there).
 _UNREACHABLE = 1_000
@@ -135,4 +136,53 @@ class ResizeRule(NnapiRule):
             if not result:
                 return result
         return SUPPORTED
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        """RESIZE_BILINEAR or RESIZE_NEAREST_NEIGHBOR (feature level 3) to the static output size, in NHWC;
+        align_corners / half_pixel map to NNAPI's flags (feature level 4).  NNAPI maps coordinates with the
+        size ratio, ONNX with the given scale: a scale whose output size is not exact is refused."""
+        node = unit.target
+        x_io, y_io = unit_inputs(unit)[0], unit_outputs(unit)[0]
+        in_shape, out_shape = b.shape(x_io.value), b.shape(y_io.value)
+        nchw_data = in_shape[1] == out_shape[1]  # as ORT decides: sizes keep dim 1, or scales[1] is 1
+        scales_value = input_value(unit, 2)
+        scales = ctx.constant(scales_value) if scales_value is not None else None
+        if scales is not None and scales.size == 4:
+            nchw_data = float(np.asarray(scales).reshape(-1)[1]) == 1.0
+        hw = (2, 3) if nchw_data else (1, 2)
+        mode = attr(node, "mode", "nearest")
+        coordinates = attr(node, "coordinate_transformation_mode", "half_pixel")
+        if scales is not None and scales.size == 4 and coordinates != "align_corners":
+            s = np.asarray(scales, dtype=np.float32).reshape(-1)
+            for axis in hw:
+                if abs(float(in_shape[axis]) * float(s[axis]) - out_shape[axis]) > 1e-4:
+                    raise b.fail(f"scale {float(s[axis]):g} of a {in_shape[axis]}-pixel axis gives no whole output size; "
+                                 "NNAPI would sample with the size ratio instead")
+        use_nchw = b.use_nchw and nchw_data
+        if nchw_data:
+            layout = "onnx" if use_nchw else "nhwc"
+        else:  # the ONNX tensor is NHWC already
+            layout = "onnx"
+        x = b.get(x_io, layout)
+        quantized = ctx.dtype(x_io.value) == DataType.UINT8
+        source, target = b.quant(x_io.value), b.quant(y_io.value) if unit.kind == "qdq" else None
+        y = b.like(y_io.value, x_io.value, layout) if quantized else b.new(y_io, layout)
+        out_h, out_w = out_shape[hw[0]], out_shape[hw[1]]
+        args = [x.index, b.i32(out_w), b.i32(out_h)]
+        align, half = coordinates == "align_corners", coordinates == "half_pixel" and mode == "linear"
+        if mode == "linear":
+            code = OperationCode.RESIZE_BILINEAR
+            if align or half:
+                b.require(4, f"coordinate_transformation_mode {coordinates}")
+                args += [b.flag(use_nchw), b.flag(align), b.flag(half)]
+            else:
+                args += b.layout_flag(use_nchw)
+        else:
+            code = OperationCode.RESIZE_NEAREST_NEIGHBOR
+            args.append(b.flag(use_nchw))
+        b.op(code, args, [y.index])
+        if quantized and target is not None and target != source:
+            dims = b.model.operands[y.index].dims
+            b.bind(y_io.value, b.requantize(y, dims, source, target), y.perm)
+            b.set_quant(y_io.value, target)
 

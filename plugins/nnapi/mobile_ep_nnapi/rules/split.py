@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
+from mobile_ep_nnapi.nnapi import OperationCode
 
 from ._base import NnapiRule, input_value
 
@@ -48,3 +49,16 @@ class SplitRule(NnapiRule):
         if outputs == 0 or dim % outputs != 0:
             return Support.no(f"the axis dim {dim} is not divisible into {outputs} equal parts")
         return SUPPORTED
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        """SPLIT into equal parts along the axis of the input's layout (nothing to do for empty parts)."""
+        node = unit.target
+        x_value = node.inputs[0]
+        outs = list(node.outputs)
+        if x_value in b.empty or 0 in b.shape(x_value) or all(0 in b.shape(o) for o in outs):
+            b.empty.update(outs)
+            return
+        axis = int(attr(node, "axis", 0)) % b.rank(x_value)
+        x = b.get(x_value, b.preferred(x_value))
+        ys = [b.new(o, x.perm).index for o in outs]
+        b.op(OperationCode.SPLIT, [x.index, b.i32(x.perm.index(axis)), b.i32(len(ys))], ys)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
 
 from ._base import NnapiRule, constant_input, input_count, rank_between
+from .flatten import emit_reshape
 
 
 def check_squeeze_like(unit: NodeUnit, ctx: RuleContext) -> Support:
@@ -25,6 +26,10 @@ class SqueezeRule(NnapiRule):
         """Input rank 1–4; axes (opset 13+, when given) a constant initializer."""
         return check_squeeze_like(unit, ctx)
 
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        """RESHAPE to the static output shape (what SQUEEZE computes, from feature level 1)."""
+        emit_reshape(b, unit.target.inputs[0], unit.target.outputs[0])
+
 
 class UnsqueezeRule(NnapiRule):
     op_types = ("Unsqueeze",)
@@ -32,3 +37,6 @@ class UnsqueezeRule(NnapiRule):
     def check(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         """Input rank 1–4; axes (opset 13+) a constant initializer."""
         return check_squeeze_like(unit, ctx)
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        emit_reshape(b, unit.target.inputs[0], unit.target.outputs[0])

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
+from mobile_ep_nnapi.nnapi import OperationCode as Op
 
 from ._base import NnapiRule, rank_between
+
+_NNAPI = {"Abs": Op.ABS, "Exp": Op.EXP, "Floor": Op.FLOOR, "Log": Op.LOG, "Neg": Op.NEG, "Sigmoid": Op.LOGISTIC,
+          "Sin": Op.SIN, "Sqrt": Op.SQRT, "Tanh": Op.TANH}
 
 
 class UnaryRule(NnapiRule):
@@ -18,3 +22,8 @@ class UnaryRule(NnapiRule):
         if unit.op_type == "Sigmoid":
             return rank_between(ctx, unit, 1, 4)
         return SUPPORTED
+
+    def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
+        x = b.get(unit.target.inputs[0], "any")
+        y = b.new(unit.target.outputs[0], x.perm)
+        b.op(_NNAPI[unit.op_type], [x.index], [y.index])
