@@ -62,7 +62,7 @@ class PartitionCost:
 
 
 def _numel(shape: tuple[int | None, ...] | None) -> int:
-    if shape is None or any(d is None for d in shape):
+    if shape is None or None in shape:
         return 0
     return int(math.prod(shape))  # type: ignore[arg-type]
 

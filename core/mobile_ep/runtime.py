@@ -21,6 +21,9 @@ from .errors import ModelError
 __all__ = ["OutputDiff", "Verification", "make_inputs", "run", "compare", "verify", "Step", "plan_compiled",
            "run_compiled", "is_compiled_model", "compiled_tolerances"]
 
+#: How long one verification run of a model may take, in seconds (``MOBILE_EP_RUN_TIMEOUT``).
+RUN_TIMEOUT = float(os.environ.get("MOBILE_EP_RUN_TIMEOUT", "600"))
+
 #: Default tolerances: |a - b| <= atol + rtol * |b|.
 ATOL = 1e-4
 RTOL = 1e-3
@@ -112,14 +115,29 @@ def run(path: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
     partitions (*backends* by name; by default the installed ones)."""
     if is_compiled_model(path):
         return run_compiled(path, feeds, backends=backends)
+    import threading
+
+    import onnxruntime as ort
+
     session = _session(path)
     names = [o.name for o in session.get_outputs()]
     known = {i.name for i in session.get_inputs()}
+    # A valid model may still never finish (a Loop of 2**62 iterations): stop it after RUN_TIMEOUT seconds.
+    options = ort.RunOptions()
+    options.log_severity_level = 4  # the termination is reported as one line below, not as ORT's log
+    timer = threading.Timer(RUN_TIMEOUT, lambda: setattr(options, "terminate", True))
+    timer.daemon = True
+    timer.start()
     try:
-        values = session.run(names, {k: v for k, v in feeds.items() if k in known})
+        values = session.run(names, {k: v for k, v in feeds.items() if k in known}, options)
     except Exception as exc:
+        if options.terminate:
+            raise ModelError(f"{path}: the model did not finish running within {RUN_TIMEOUT:g} s "
+                             f"(set MOBILE_EP_RUN_TIMEOUT, or skip verification with --no-verify)") from None
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: onnxruntime failed to run the model: {message}") from None
+    finally:
+        timer.cancel()
     return dict(zip(names, values, strict=True))
 
 
