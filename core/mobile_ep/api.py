@@ -362,14 +362,19 @@ def analyze(model: ir.Model, backends: Sequence[Backend], *, strict: bool = Fals
     """
     on_error = isolate_faults(strict)
     reports = {}
+    singles = []
     for backend in backends:
         proposal = propose(model, [backend], on_error=on_error)
+        singles.append(proposal)
         if proposals is not None:
             proposals[backend.name] = proposal
         bp = proposal.per_backend[backend.name]
         costs = select_partitions(bp.partitions, RuleContext(model, backend), backend.cost_params())
         reports[backend.name] = backend_report(backend, bp, proposal.nodes, costs)
-    combined = _combined(propose(model, backends, on_error=on_error)) if len(backends) > 1 else None
+    combined = None
+    if len(backends) > 1:  # the rules' answers are those of the runs above: only the partitioning is redone
+        combined = _combined(propose(model, backends, on_error=on_error, answers={
+            name: answer for p in singles for name, answer in p.answers.items()}))
     return reports, combined
 
 

@@ -507,8 +507,9 @@ class Backend:
 
     # -- capability ---------------------------------------------------------------------------------
     def supports(self, unit: NodeUnit, ctx: RuleContext) -> Support:
-        opset = ctx.node_opset(unit.target)
-        rule = self.rules.lookup(unit.domain, unit.op_type, opset)
+        target = unit.target  # (asked for every node: no detours through properties)
+        opset = ctx.opset(target.domain)
+        rule = self.rules.lookup(target.domain, target.op_type, opset)
         if rule is None:
             if (unit.domain, unit.op_type) in self.rules:
                 return Support.no(f"opset {opset} is not covered by any {self.name} rule")

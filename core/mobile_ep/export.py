@@ -48,6 +48,7 @@ def write_ort(onnx_path: str | os.PathLike, ort_path: str | os.PathLike) -> path
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ModelError(f"onnxruntime could not convert {onnx_path} to ORT format: {message}") from None
         mir.canonicalize_ort_file(tmp)  # onnxruntime's hash-map order differs per process: same model, same bytes
+    mir.release_memory()
     return target
 
 

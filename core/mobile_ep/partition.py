@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import onnx_ir as ir
 
-from .capability import Backend, NodeUnit, PartitionView, RuleContext, Support, op_label
+from .capability import _CYCLIC, Backend, NodeUnit, PartitionView, RuleContext, Support, op_label
 from .qdq import build_node_units
 
 __all__ = ["Partition", "Placement", "BackendProposal", "Proposal", "propose", "wave_groups", "verdict"]
@@ -70,6 +70,8 @@ class Proposal:
     nodes: list[ir.Node]
     per_backend: dict[str, BackendProposal]
     placements: dict[ir.Node, Placement]
+    #: Each backend's rule answers by node (``id`` of a unit's target), for :func:`propose`'s *answers*.
+    answers: dict[str, dict[int, Support]] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     @property
     def partitions(self) -> list[Partition]:
@@ -119,21 +121,48 @@ def _reads(nodes: Iterable[ir.Node]) -> dict[ir.Node, tuple[ir.Value, ...]]:
     return result
 
 
+def _producers(reads: Mapping[ir.Node, Sequence[ir.Value]]) -> dict[ir.Node, tuple[ir.Node, ...]]:
+    """Each node's distinct producers, in the order it first reads them (itself excluded)."""
+    result: dict[ir.Node, tuple[ir.Node, ...]] = {}
+    for node, values in reads.items():
+        if len(values) == 1:
+            producer = values[0].producer()
+            result[node] = () if producer is None or producer is node else (producer,)
+            continue
+        seen: dict[ir.Node, None] = {}
+        for value in values:
+            producer = value.producer()
+            if producer is not None and producer is not node:
+                seen[producer] = None
+        result[node] = tuple(seen)
+    return result
+
+
 def _unit_edges(
     nodes: Sequence[ir.Node], units: Mapping[ir.Node, NodeUnit],
     reads: Mapping[ir.Node, Sequence[ir.Value]] | None = None,
+    producers: Mapping[ir.Node, Sequence[ir.Node]] | None = None,
 ) -> tuple[list[NodeUnit], dict[NodeUnit, list[NodeUnit]], dict[NodeUnit, int]]:
     """Units in topological order of their first node, consumers per unit, and in-degrees."""
-    if reads is None:
-        reads = _reads(nodes)
+    if producers is None:
+        producers = _producers(reads if reads is not None else _reads(nodes))
     order: list[NodeUnit] = list(dict.fromkeys(units[node] for node in nodes))  # units hash by identity
     consumers: dict[NodeUnit, list[NodeUnit]] = {u: [] for u in order}
     in_degree: dict[NodeUnit, int] = dict.fromkeys(order, 0)
+    if len(order) == len(nodes):  # every unit one node: each edge comes once from _producers
+        for node in nodes:
+            unit = units[node]
+            for producer in producers[node]:
+                source = units.get(producer)
+                if source is not None:
+                    consumers[source].append(unit)
+                    in_degree[unit] += 1
+        return order, consumers, in_degree
     edges: set[tuple[NodeUnit, NodeUnit]] = set()
     for node in nodes:
         unit = units[node]
-        for value in reads[node]:
-            source = units.get(value.producer())  # type: ignore[arg-type]
+        for producer in producers[node]:
+            source = units.get(producer)
             if source is None or source is unit:
                 continue
             key = (source, unit)
@@ -210,19 +239,17 @@ def _partition_io(units: Sequence[NodeUnit], graph: ir.Graph,
     return tuple(inputs), tuple(outputs)
 
 
-def _topological_nodes(graph: ir.Graph, reads: Mapping[ir.Node, Sequence[ir.Value]] | None = None) -> list[ir.Node]:
+def _topological_nodes(graph: ir.Graph, reads: Mapping[ir.Node, Sequence[ir.Value]] | None = None,
+                       producers: Mapping[ir.Node, Sequence[ir.Node]] | None = None) -> list[ir.Node]:
     """The graph's nodes in a topological order (the graph itself is left as it is)."""
-    nodes = list(graph)
-    if reads is None:
-        reads = _reads(nodes)
+    nodes = list(producers) if producers is not None else list(graph)  # (producers has them in graph order)
+    if producers is None:
+        producers = _producers(reads if reads is not None else _reads(nodes))
     pending = dict.fromkeys(nodes, 0)
     users: dict[ir.Node, list[ir.Node]] = {node: [] for node in nodes}
     for node in nodes:
-        values = reads[node]
-        # Each producer once per reader (the order of a set does not matter: see the users lists).
-        producers = (values[0].producer(),) if len(values) == 1 else {v.producer() for v in values}
-        for producer in producers:
-            if producer in pending and producer is not node:
+        for producer in producers[node]:  # each once (and only producers in this graph count)
+            if producer in pending:
                 pending[node] += 1
                 users[producer].append(node)
     ready = [n for n in nodes if pending[n] == 0]
@@ -251,13 +278,16 @@ def propose(
     backends: Sequence[Backend],
     *,
     on_error: Callable[[Backend, NodeUnit, Exception], Support] | None = None,
+    answers: Mapping[str, Mapping[int, Support]] | None = None,
 ) -> Proposal:
     """Decide, for each backend in priority order, which nodes it takes.  Pure: the model is not changed.
 
     ``on_error`` turns an exception raised by a backend's rule into an answer (by default it propagates).
+    ``answers``: rule answers already known, per backend name (:attr:`Proposal.answers` of an earlier
+    proposal of this same model with the same backend objects): those rules are not asked again.
     """
     with _gc_paused():
-        return _propose(model, backends, on_error)
+        return _propose(model, backends, on_error, answers or {})
 
 
 @contextlib.contextmanager
@@ -278,13 +308,16 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _propose(model: ir.Model, backends: Sequence[Backend],
-             on_error: Callable[[Backend, NodeUnit, Exception], Support] | None) -> Proposal:
+             on_error: Callable[[Backend, NodeUnit, Exception], Support] | None,
+             answers: Mapping[str, Mapping[int, Support]]) -> Proposal:
     graph = model.graph
     reads = _reads(graph)
-    nodes = _topological_nodes(graph, reads)
+    producers = _producers(reads)
+    nodes = _topological_nodes(graph, producers=producers)
     graph_outputs = frozenset(graph.outputs)
     order_index = {n: i for i, n in enumerate(nodes)}
     owner: dict[ir.Node, str] = {}
+    memos: dict[str, dict[int, Support]] = {}
     per_backend: dict[str, BackendProposal] = {}
     reasons: dict[ir.Node, list[str]] = collections.defaultdict(list)
 
@@ -292,7 +325,11 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
         ctx = RuleContext(model, backend, graph)
         units = build_node_units(graph, backend.qdq_ops(), nodes)
         ctx.units = units
-        order, consumers, in_degree = _unit_edges(nodes, units, reads)
+        known = answers.get(backend.name)
+        if known:  # not the placeholders of queries that raised: those are asked again
+            ctx._memo.update((key, answer) for key, answer in known.items() if answer is not _CYCLIC)
+        memos[backend.name] = ctx._memo
+        order, consumers, in_degree = _unit_edges(nodes, units, producers=producers)
         rejected: dict[ir.Node, str] = {}
         try:
             excluded = dict(backend.excluded_nodes(graph, ctx))
@@ -352,4 +389,4 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
         node: Placement(node, owner.get(node), "" if node in owner else "; ".join(reasons.get(node, [])))
         for node in nodes
     }
-    return Proposal(nodes, per_backend, placements)
+    return Proposal(nodes, per_backend, placements, memos)
