@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import os
 import pathlib
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
@@ -234,11 +236,30 @@ class _Timer:
             self.timings[step] = round(self.timings.get(step, 0.0) + time.perf_counter() - start, 4)
 
 
-def _optimized_path(model_path: str | os.PathLike, workdir: str | os.PathLike, options: PipelineOptions | None
-                    ) -> tuple[pathlib.Path, dict[str, list[str]]]:
-    """Validate, fix shapes if asked, and write the basic-optimized model into *workdir*."""
+def _without_cycle_collection(func: Callable) -> Callable:
+    """Run *func* with Python's cycle collector paused (resumed after it, as it was).
+
+    check and convert build a few IR models and drop them at the end; meanwhile every full collection
+    would walk all of them again (15-30% of a check's time on the light_* models).  What they leave as
+    garbage is collected after they return.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with mir._gc_paused():
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def _optimized_path(model_path: str | os.PathLike, workdir: str | os.PathLike, options: PipelineOptions | None,
+                    proto: object | None = None) -> tuple[pathlib.Path, dict[str, list[str]]]:
+    """Validate, fix shapes if asked, and write the basic-optimized model into *workdir*.
+
+    *proto*: the file as :func:`mobile_ep.ir.read_proto` just returned it (not parsed again).
+    """
     path = pathlib.Path(model_path)
-    mir.validate(path)
+    mir.validate(path, proto)
     changes: dict[str, list[str]] = {}
     source = path
     if options is not None and options.fixes_shapes:
@@ -251,7 +272,7 @@ def _optimized_path(model_path: str | os.PathLike, workdir: str | os.PathLike, o
         source = mir.save(model, fixed_dir / "fixed.onnx")
     out_dir = pathlib.Path(workdir) / ("shaped" if source != path else "asis")
     out_dir.mkdir(exist_ok=True)
-    return mir.ort_optimized(source, out_dir, level="basic"), changes
+    return mir.ort_optimized(source, out_dir, level="basic", inspected=source == path), changes
 
 
 def load_for_analysis(model_path: str | os.PathLike, workdir: str | os.PathLike,
@@ -383,9 +404,9 @@ def _dynamic_inputs(model: ir.Model) -> list[str]:
             if not v.is_initializer() and (v.shape is None or any(not isinstance(d, int) for d in v.shape))]
 
 
-def _suggestions(before: BackendReport, after: BackendReport | None, model: ir.Model) -> list[str]:
+def _suggestions(before: BackendReport, after: BackendReport | None, dynamic: Sequence[str]) -> list[str]:
+    """Hints for the user; *dynamic*: the model's inputs with dynamic shapes (:func:`_dynamic_inputs`)."""
     hints = []
-    dynamic = _dynamic_inputs(model)
     if dynamic and any("dynamic" in u.reason or "static" in u.reason for u in before.unsupported):
         names = ", ".join(dynamic)
         hints.append(f"inputs with dynamic shapes ({names}) keep nodes off the accelerator: fix them with "
@@ -412,20 +433,23 @@ def _fresh_copy(optimized: pathlib.Path, source: ir.Model | None) -> ir.Model:
     """A model to rewrite: a copy of *source* (the model loaded from *optimized*), or the file read again."""
     if source is not None:
         try:
-            return source.clone()  # weights are shared, never copied
+            with mir._gc_paused():  # a new model, no garbage: the collector would only walk it
+                return source.clone()  # weights are shared, never copied
         except Exception as exc:  # e.g. nodes out of topological order: read the file again
             log.debug("cannot copy the loaded model (%s); reading %s again", exc, optimized)
     return mir.load(optimized, check=False)
 
 
 def _plan(optimized: pathlib.Path, backend: Backend, options: PipelineOptions, strict: bool,
-          source: ir.Model | None = None, reuse: Proposal | None = None, share: bool = False) -> _Plan:
+          source: ir.Model | None = None, reuse: Proposal | None = None, share: bool = False,
+          consume: bool = False) -> _Plan:
     """Legalize for *backend*, partition, judge partitions; undo rewrites that only made bad partitions.
 
     *source*: the model already loaded from *optimized* and not changed since; each attempt then works on a
     copy of it instead of reading and shape-inferring the file again.  *reuse*: *source*'s proposal for
     *backend* alone, taken as it is when no rewrite applies (the model is then unchanged).  *share*: the
     caller will not change the returned model, so *source* itself is used when no rewrite can apply.
+    *consume*: the caller no longer needs *source*: the first attempt rewrites it in place (no copy).
     """
     on_error = isolate_faults(strict)
     skip: set[str] = set()
@@ -433,6 +457,8 @@ def _plan(optimized: pathlib.Path, backend: Backend, options: PipelineOptions, s
         legal = LegalizePass(backend, skip=skip) if options.legalize else None
         if share and source is not None and (legal is None or not legal.has_work(source)):
             model = source  # nothing will change it
+        elif consume and source is not None:
+            model, source, reuse = source, None, None  # changed in place: later attempts read the file again
         else:
             model = _fresh_copy(optimized, source)
         if legal is not None and model is not source:
@@ -463,6 +489,7 @@ def _plan(optimized: pathlib.Path, backend: Backend, options: PipelineOptions, s
 # --------------------------------------------------------------------------------------------------
 # check
 # --------------------------------------------------------------------------------------------------
+@_without_cycle_collection
 def check(
     model_path: str | os.PathLike,
     backends: Sequence[str] | None = None,
@@ -476,12 +503,16 @@ def check(
     """What ORT Mobile does with the model today, per backend, and what it would do after ``convert``."""
     timer = _Timer()
     pipeline = pipeline or PipelineOptions()
-    mir.read_proto(model_path)  # a bad model is reported before anything else
+    proto = mir.read_proto(model_path)  # a bad model is reported before anything else
     selected = resolve_backends(backends, options, plugins)
     with tempfile.TemporaryDirectory(prefix="mobile-ep-") as workdir:
         with timer("load"):
-            as_is_path, _ = _optimized_path(model_path, workdir, None)
+            as_is_path, _ = _optimized_path(model_path, workdir, None, proto)
+            if not pipeline.fixes_shapes:
+                del proto  # the optimized model is what is read from now on
+                proto = None
             model = mir.load(as_is_path, check=False)
+            node_count = len(model.graph)
         proposals: dict[str, Proposal] = {}
         with timer("partition"):
             reports, combined = analyze(model, selected, strict=strict, proposals=proposals)
@@ -492,16 +523,20 @@ def check(
         if after_convert:
             with timer("after_convert"):
                 if pipeline.fixes_shapes:
-                    optimized, changes = _optimized_path(model_path, workdir, pipeline)
+                    optimized, changes = _optimized_path(model_path, workdir, pipeline, proto)
                     for backend in selected:
                         after[backend.name] = _plan(optimized, backend, pipeline, strict).report
                 else:  # the same graph as the analysis above: start from it instead of loading it again
-                    for backend in selected:
+                    dynamic = _dynamic_inputs(model)  # all that is read of *model* once the last plan may change it
+                    for i, backend in enumerate(selected):
                         after[backend.name] = _plan(as_is_path, backend, pipeline, strict, source=model,
-                                                    reuse=proposals[backend.name], share=True).report
+                                                    reuse=proposals[backend.name], share=True,
+                                                    consume=i == len(selected) - 1).report
+        if pipeline.fixes_shapes or not after_convert:
+            dynamic = _dynamic_inputs(model)
         for backend in selected:
-            reports[backend.name].suggestions = _suggestions(reports[backend.name], after.get(backend.name), model)
-    return CheckReport(str(model_path), len(list(model.graph)), reports, combined, after, changes, timer.timings)
+            reports[backend.name].suggestions = _suggestions(reports[backend.name], after.get(backend.name), dynamic)
+    return CheckReport(str(model_path), node_count, reports, combined, after, changes, timer.timings)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -516,6 +551,7 @@ def _output_paths(model_path: pathlib.Path, backend: str, out_dir: pathlib.Path)
     }
 
 
+@_without_cycle_collection
 def convert(
     model_path: str | os.PathLike,
     backend: str,
@@ -560,32 +596,48 @@ def convert(
             before_proposal = propose(before_model, [selected], on_error=isolate_faults(strict))
             before = backend_report(selected, before_proposal.per_backend[selected.name], list(before_model.graph))
             nodegraph.attach(before, before_model)
+            dynamic = _dynamic_inputs(before_model)
+            named_shapes = _named_shapes(pipeline, before_model)
             if pipeline.fixes_shapes:
                 plan = _plan(optimized, selected, pipeline, strict)
-            else:  # the same graph as "before": start from it instead of loading it again
-                plan = _plan(optimized, selected, pipeline, strict, source=before_model, reuse=before_proposal)
+            else:  # the same graph as "before": start from it (and rewrite it in place) instead of reading it again
+                plan = _plan(optimized, selected, pipeline, strict, source=before_model, reuse=before_proposal,
+                             share=True, consume=True)
+                del before_model
         out_dir.mkdir(parents=True, exist_ok=True)
-        with timer("export_onnx"):
-            fusion, written = _export_onnx(plan, selected, pipeline, paths["onnx"], pathlib.Path(workdir), strict)
-        compile_result = None
-        if compile:
-            with timer("compile"):
-                compile_result = _compile(source, selected, paths, out_dir, pathlib.Path(workdir), pipeline, strict)
-        with timer("export_ort"):
-            if mir.ort_format_fits(paths["onnx"]):
-                export.write_ort(paths["onnx"], paths["ort"])
-            else:  # flatbuffers cannot hold 2 GB: the .onnx (with external data) is the deliverable
-                log.warning("%s: weights too large for ORT format (2 GB limit); no .ort written", source)
-                del paths["ort"]
+        ort_job = _Background()
+
+        def start_ort(onnx_path: pathlib.Path) -> None:
+            """The .onnx is final: onnxruntime converts it to ORT format while we analyze it (2 cores)."""
+            if mir.ort_format_fits(onnx_path):
+                ort_job.start(export.write_ort, onnx_path, paths["ort"])
+
+        try:
+            with timer("export_onnx"):
+                fusion, written = _export_onnx(plan, selected, pipeline, paths["onnx"], pathlib.Path(workdir),
+                                               strict, on_final=start_ort)
+            compile_result = None
+            if compile:
+                with timer("compile"):
+                    compile_result = _compile(source, selected, paths, out_dir, pathlib.Path(workdir), pipeline,
+                                              strict)
+            with timer("export_ort"):
+                if ort_job.started:
+                    ort_job.result()
+                else:  # flatbuffers cannot hold 2 GB: the .onnx (with external data) is the deliverable
+                    log.warning("%s: weights too large for ORT format (2 GB limit); no .ort written", source)
+                    del paths["ort"]
+        finally:
+            ort_job.wait()
     report = written
     report.rewrites = plan.report.rewrites
-    report.suggestions = _suggestions(before, report, before_model)
+    report.suggestions = _suggestions(before, report, dynamic)
     verification: list[runtime.Verification] = []
     if verify:
         with timer("verify"):
             verification = runtime.verify(source, [p for k, p in paths.items() if k in ("onnx", "ort", "compiled")],
                                           backends={selected.name: selected}, seed=seed,
-                                          dims=pipeline.dims, shapes=_named_shapes(pipeline, before_model))
+                                          dims=pipeline.dims, shapes=named_shapes)
     result = ConvertReport(str(source), selected.name, {k: str(v) for k, v in paths.items()}, report,
                            verification, before, changes, timer.timings, fusion,
                            compiled=compile_result)
@@ -601,15 +653,51 @@ def convert(
     return result
 
 
+class _Background:
+    """One function run on a thread (onnxruntime releases the GIL while it builds a session)."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._outcome: tuple[bool, object] | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    def start(self, func: Callable, *args) -> None:
+        def run() -> None:
+            try:
+                self._outcome = (True, func(*args))
+            except BaseException as exc:  # handed to the caller by result()
+                self._outcome = (False, exc)
+
+        self._thread = threading.Thread(target=run, name="mobile-ep-background", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def result(self) -> object:
+        self.wait()
+        assert self._outcome is not None
+        ok, value = self._outcome
+        if not ok:
+            raise value  # type: ignore[misc]
+        return value
+
+
 def _export_onnx(plan: _Plan, backend: Backend, pipeline: PipelineOptions, target: pathlib.Path,
-                 workdir: pathlib.Path, strict: bool) -> tuple[export.CpuFusion | None, BackendReport]:
+                 workdir: pathlib.Path, strict: bool, on_final: Callable[[pathlib.Path], None] = lambda path: None
+                 ) -> tuple[export.CpuFusion | None, BackendReport]:
     """Write the EP-aware model and predict what the EP does with it, as written.
 
     With ``fuse_cpu``, the CPU part gets onnxruntime's full optimizations.  First try: every node outside
     the partitions the cost model keeps (fusing a rejected partition's nodes can make them unclaimable,
     which realizes the cost model's decision on ORT's EP).  If that would cost a kept partition a node or
     add partitions, second try: only the nodes no partition holds.  Else the model is written unfused.
-    The returned report always describes the model actually written.
+    The returned report always describes the model actually written.  *on_final* is called with *target*
+    as soon as its content is final.
     """
     all_claimed = {name for r in plan.report.partitions for name in r.nodes}
     kept = {name for r in plan.report.partitions if r.estimate is None or r.estimate.get("kept", True)
@@ -617,6 +705,7 @@ def _export_onnx(plan: _Plan, backend: Backend, pipeline: PipelineOptions, targe
     total = len(list(plan.model.graph))
     if not pipeline.fuse_cpu or len(all_claimed) == total:
         export.write_onnx(plan.model, target)
+        on_final(target)
         return None, _written_report(target, backend, workdir / "written", strict)
     unfused = workdir / "unfused.onnx"
     export.write_onnx(plan.model, unfused)
@@ -628,16 +717,18 @@ def _export_onnx(plan: _Plan, backend: Backend, pipeline: PipelineOptions, targe
         written = _written_report(target, backend, workdir / f"fused{attempt}", strict)
         claimed = {n for p in written.partitions for n in p.nodes}
         if keep <= claimed and len(written.partitions) <= len(plan.report.partitions):
+            on_final(target)
             return fusion, written
         log.info("CPU fusion of %d nodes would change what %s takes; trying less", total - len(keep), backend.name)
     export.write_onnx(mir.load(unfused, check=False), target)
+    on_final(target)
     return None, _written_report(target, backend, workdir / "written", strict)
 
 
 def _written_report(path: pathlib.Path, backend: Backend, workdir: pathlib.Path, strict: bool) -> BackendReport:
     """The backend's view of a written model, after the basic optimizations every ORT session applies."""
     workdir.mkdir(parents=True, exist_ok=True)
-    model = mir.load(mir.ort_optimized(path, workdir), check=False)
+    model = mir.load(mir.ort_optimized(path, workdir, inspected=True), check=False)  # our own file
     proposal = propose(model, [backend], on_error=isolate_faults(strict))
     bp = proposal.per_backend[backend.name]
     costs = select_partitions(bp.partitions, RuleContext(model, backend), backend.cost_params())

@@ -579,17 +579,20 @@ def _checker_message(exc: BaseException) -> str:
     return first
 
 
-def validate(path: str | os.PathLike) -> None:
+def validate(path: str | os.PathLike, proto: onnx.ModelProto | None = None) -> onnx.ModelProto:
     """Inspect the file, then onnx's checker (by path, so external data is checked beside the model).
 
     The inspection (:func:`read_proto`) comes first, so the checker only ever opens external files
     already proven to be regular files inside the model's folder.  Then values whose inferred shape is
-    absurd are refused (:func:`check_inferred_shapes`) before onnxruntime can fold them.
+    absurd are refused (:func:`check_inferred_shapes`) before onnxruntime can fold them.  *proto*: the
+    file as :func:`read_proto` already returned it (not parsed again).  Returns the parsed model.
     """
     p = _check_path(path)
-    proto = read_proto(p)
+    if proto is None:
+        proto = read_proto(p)
     _run_checker(p, str(path))
     check_inferred_shapes(proto, str(path))
+    return proto
 
 
 def _run_checker(p: pathlib.Path, label: str) -> None:
@@ -882,9 +885,23 @@ def prepare_for_save(model: ir.Model) -> ir.Model:
                     graph.inputs.remove(value)
     model.ir_version = target_ir_version(model)
     for graph in model.graphs():
-        graph.sort()
+        if not _topologically_sorted(graph):  # an order that is valid is kept: the file reads as analyzed
+            graph.sort()
     NameFixPass()(model)
     return model
+
+
+def _topologically_sorted(graph: ir.Graph) -> bool:
+    """Whether every node comes after the producers of its inputs (values from outer graphs aside)."""
+    seen: set[int] = set()
+    inside = {id(node) for node in graph}
+    for node in graph:
+        for value in node.inputs:
+            producer = value.producer() if value is not None else None
+            if producer is not None and id(producer) in inside and id(producer) not in seen:
+                return False
+        seen.add(id(node))
+    return True
 
 
 @contextlib.contextmanager
@@ -1063,13 +1080,21 @@ def lean_session_options(options):
     return options
 
 
-def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level: str = "basic") -> pathlib.Path:
+#: Initializers of at least this size go to the optimized model's external data file: the ``.onnx`` stays
+#: small (parsed in a few ms), the weights are memory-mapped when, and only when, something reads them.
+#: Smaller tensors (shapes, axes, scales: what capability rules read) stay inline.
+OPTIMIZED_EXTERNAL_MIN_BYTES = 1024
+
+
+def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level: str = "basic",
+                  inspected: bool = False) -> pathlib.Path:
     """The model as an onnxruntime session sees it after optimization at *level* (basic by default).
 
     Every ORT session applies the basic level, so this is the graph execution providers partition.
     The file is inspected (:func:`read_proto`) before onnxruntime opens it or its external data.  A model
     of a newer IR version than onnxruntime reads is given to it from memory with the IR version lowered
-    (its external data still read from the model's folder).
+    (its external data still read from the model's folder).  *inspected*: the caller has just read the
+    file with :func:`read_proto` (or :func:`validate`); it is not parsed again.
     """
     import onnxruntime as ort
 
@@ -1080,14 +1105,16 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
     }
     p = _check_path(path)
-    read_proto(p)  # inspected here, whoever called us, before onnxruntime opens anything
+    if not inspected:
+        read_proto(p)  # inspected here, whoever called us, before onnxruntime opens anything
     out = pathlib.Path(out_dir) / "optimized.onnx"
     so = ort.SessionOptions()
     so.graph_optimization_level = levels[level]
     so.optimized_model_filepath = str(out)
     so.log_severity_level = 4  # errors come back as exceptions: keep stderr to our one line
     so.add_session_config_entry("session.optimized_model_external_initializers_file_name", "optimized.onnx.data")
-    so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1048576")
+    so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
+                                str(OPTIMIZED_EXTERNAL_MIN_BYTES))
     lean_session_options(so)
     model = ort_model_source(p, so)
     try:

@@ -71,14 +71,25 @@ class LegalizePass(ir.passes.InPlacePass):
         return by_op
 
     def has_work(self, model: ir.Model) -> bool:
-        """Whether :meth:`call` would try any rewrite on *model*: a node some rewrite covers that is not
-        skipped and not claimed.  When not, the pass leaves the model as it is (callers need not copy it)."""
+        """Whether :meth:`call` could change *model*: a node, not skipped and not claimed, that a rewrite
+        covering its op matches (or whose match raises).  When not, the pass leaves the model as it is
+        (callers need not copy it)."""
         by_op = self._rewrites_by_op()
         graph = model.graph
+        ctx = None
         for node in graph:
             candidates = by_op.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
-            if candidates and node.name not in self.skip and not RuleContext(model, self.backend, graph).claims(node):
-                return True
+            if not candidates or node.name in self.skip:
+                continue
+            ctx = ctx or RuleContext(model, self.backend, graph)
+            if ctx.claims(node):
+                continue
+            for rewrite in candidates:
+                try:
+                    if rewrite.match(node, ctx):
+                        return True
+                except Exception:  # call() records the failure: let it run
+                    return True
         return False
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
