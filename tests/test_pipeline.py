@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from mepkit import LIGHT_MODELS, const, make_model, tensor
+from mepkit import LIGHT_DIR, LIGHT_MODELS, const, make_model, tensor
 from mobile_ep import api, errors
 from mobile_ep import ir as mir
 from mobile_ep.cli import main
@@ -318,3 +318,32 @@ def test_regression_nd_matmul_before_batchnorm_with_equal_sizes(tmp_path):
     report = api.convert(path, "nnapi", tmp_path / "out")
     assert all(v.ok for v in report.verification)
     assert report.check.rewrites == []
+
+
+@pytest.mark.parametrize("backend", BUILTIN)
+def test_ort_format_failure_on_the_background_thread_reaches_the_caller(tmp_path, backend, monkeypatch):
+    """convert writes the .ort on a thread while it analyzes the written model: an error there is the
+    caller's one-line error, and no .ort or report is left behind."""
+    from mobile_ep import export
+
+    def broken(onnx_path, ort_path):
+        raise errors.ModelError(f"onnxruntime could not convert {onnx_path} to ORT format: simulated")
+
+    monkeypatch.setattr(export, "write_ort", broken)
+    path = ocr_like(tmp_path / "ocr.onnx")
+    with pytest.raises(errors.ModelError, match="could not convert .* to ORT format: simulated"):
+        api.convert(path, backend, tmp_path / "out", pipeline=api.PipelineOptions(shapes={None: (1, 3, 32, 32)}))
+    assert not (tmp_path / "out" / f"ocr.{backend}.ort").exists()
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_check_rewrites_in_place_and_the_reports_are_unchanged_by_it():
+    """check's last backend rewrites the analyzed model in place instead of copying it (the others copy):
+    whichever backend comes last, the reports are the same, and rewrites did happen."""
+    path = LIGHT_DIR / "light_resnet50.onnx"  # 16 Sum nodes: NNAPI's sum-to-add rewrites them
+    forward = api.check(path, BUILTIN)
+    backward = api.check(path, list(reversed(BUILTIN)))
+    assert any(report.rewrites for report in forward.after_convert.values())
+    for name in BUILTIN:
+        assert forward.backends[name].as_dict() == backward.backends[name].as_dict()
+        assert forward.after_convert[name].as_dict() == backward.after_convert[name].as_dict()
