@@ -8,9 +8,9 @@ and register the backend from a ``@hookimpl`` function ``mobile_ep_register_back
 
 from __future__ import annotations
 
-from ._startup import defer_heavy_imports
+from . import _startup
 
-defer_heavy_imports()  # before onnx_ir, which imports sympy only to have it at hand
+_startup.defer_heavy_imports()  # before onnx_ir, which imports sympy only to have it at hand
 
 from onnx_ir import DataType
 
