@@ -23,8 +23,10 @@ import logging
 import pathlib
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 
 import onnx
 
@@ -121,6 +123,58 @@ def bench_model(path: pathlib.Path, repeats: int, do_convert: bool, work: pathli
     return row
 
 
+def _command(args: list[str]) -> Callable[[], None]:
+    def run() -> None:
+        result = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=3600)
+        if result.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} failed ({result.returncode}): {result.stderr[-500:]}")
+
+    return run
+
+
+def bench_commands(path: pathlib.Path, repeats: int, work: pathlib.Path) -> dict:
+    """The same comparisons as commands, each a fresh process (what CI pays): interpreter start-up and
+    imports included, output written as the tools write it."""
+    row: dict = {"model": path.stem}
+    times = alternate({
+        "ours": _command(["-m", "mobile_ep.cli", "check", str(path)]),
+        "ort": _command(["-m", "onnxruntime.tools.check_onnx_model_mobile_usability", str(path)]),
+    }, repeats, warmup=1)
+    row["check_ours"], row["check_ort"] = median(times["ours"]), median(times["ort"])
+    row["check_speedup"] = row["check_ort"] / row["check_ours"]
+    times = alternate({
+        "ours": _command(["-m", "mobile_ep.cli", "convert", str(path), "--ep", "nnapi", "--no-verify",
+                          "-o", str(work / "cmd-ours")]),
+        "ort": _command(["-m", "onnxruntime.tools.convert_onnx_models_to_ort", str(path), "--output_dir",
+                         str(work / "cmd-ort"), "--optimization_style", "Runtime", "--target_platform", "arm"]),
+    }, repeats, warmup=1)
+    row["convert_ours"], row["convert_ort"] = median(times["ours"]), median(times["ort"])
+    row["convert_ratio"] = row["convert_ours"] / row["convert_ort"]
+    return row
+
+
+def render_commands(rows: list[dict], repeats: int) -> list[str]:
+    lines = [
+        "",
+        "## As commands (a fresh process per run: start-up and imports included)",
+        "",
+        f"Medians of {repeats} alternating runs: `python -m mobile_ep.cli check MODEL` vs `python -m "
+        "onnxruntime.tools.check_onnx_model_mobile_usability MODEL`, and `python -m mobile_ep.cli convert "
+        "MODEL --ep nnapi --no-verify` vs `python -m onnxruntime.tools.convert_onnx_models_to_ort MODEL "
+        "--optimization_style Runtime --target_platform arm`.",
+        "",
+        "| model | check: mobile-ep | check: ORT | speedup | convert: mobile-ep | convert: ORT | ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['model']} | {fmt_s(r['check_ours'])} | {fmt_s(r['check_ort'])} | "
+                     f"{r['check_speedup']:.2f}x | {fmt_s(r['convert_ours'])} | {fmt_s(r['convert_ort'])} | "
+                     f"{r['convert_ratio']:.2f} |")
+    lines += ["", f"**Median check speedup {statistics.median(r['check_speedup'] for r in rows):.2f}x; "
+                  f"median convert ratio {statistics.median(r['convert_ratio'] for r in rows):.2f}.**"]
+    return lines
+
+
 def render(rows: list[dict], repeats: int, description: str) -> str:
     lines = [
         "# mobile-ep vs ONNX Runtime's own tools",
@@ -192,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="*", type=pathlib.Path, default=None)
     parser.add_argument("--no-convert", dest="convert", action="store_false")
     parser.add_argument("--out", default="vs_ort.md", help="file name under bench/results/")
+    parser.add_argument("--commands", type=int, default=3, metavar="N",
+                        help="also time both tools as commands (fresh processes), N runs each (0: skip)")
     args = parser.parse_args(argv)
     models = args.models or sorted(LIGHT.glob("light_*.onnx"))
     plugins = make_plugins()
@@ -203,6 +259,14 @@ def main(argv: list[str] | None = None) -> int:
             print({k: round(v, 3) if isinstance(v, float) else v for k, v in rows[-1].items()}, file=sys.stderr,
                   flush=True)
     text = render(rows, args.repeats, description)
+    if args.commands:
+        command_rows = []
+        with tempfile.TemporaryDirectory(prefix="mobile-ep-bench-") as tmp:
+            for path in models:
+                command_rows.append(bench_commands(path, args.commands, pathlib.Path(tmp)))
+                print({k: round(v, 3) if isinstance(v, float) else v for k, v in command_rows[-1].items()},
+                      file=sys.stderr, flush=True)
+        text += "\n".join(render_commands(command_rows, args.commands)) + "\n"
     target = write_result(args.out, text)
     print(text)
     print(f"written: {target}", file=sys.stderr)
