@@ -6,7 +6,7 @@ import logging
 import pathlib
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import click
 
@@ -215,12 +215,36 @@ _HTML_HELP = ("Also write the HTML report: the graph node by node, coloured by w
 _JOBS_HELP = "With several models: how many to process at once (0: one per CPU core)."
 
 
+def _report_options(f):
+    """--json, --html, --jobs: check's and convert's reports, for one model or several."""
+    options = [
+        click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout."),
+        click.option("--html", "html_path", type=click.Path(dir_okay=True, path_type=pathlib.Path),
+                     metavar="FILE", help=_HTML_HELP),
+        click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True, help=_JOBS_HELP),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
 def _write_html(state: _State, result: api.CheckReport | api.ConvertReport, path: pathlib.Path) -> None:
     from . import html
 
     written = html.write_html(result, path)
     if not state.quiet:
         click.echo(f"wrote {written}", err=True)
+
+
+def _show(state: _State, result: api.CheckReport | api.ConvertReport, html_path: pathlib.Path | None,
+          as_json: bool, text: Callable[..., str]) -> None:
+    """One model's report: the HTML file if asked for, then JSON or *text* on stdout."""
+    if html_path is not None:
+        _write_html(state, result, html_path)
+    if as_json:
+        click.echo(report.to_json(result))
+    elif not state.quiet:
+        click.echo(text(result, verbose=state.verbose > 0), nl=False)
 
 
 def _html_folder(path: pathlib.Path | None) -> pathlib.Path | None:
@@ -253,6 +277,30 @@ def _run_batch(state: _State, paths: Sequence[pathlib.Path], work, jobs: int) ->
 
     with _progress(state):
         return batch.run_many(paths, work, jobs=jobs, debug=state.debug, on_result=on_result)
+
+
+def _many(state: _State, arguments: Sequence[pathlib.Path], kind: str, as_json: bool,
+          html_path: pathlib.Path | None, jobs: int, run: Callable[[pathlib.Path, str, Plugins], api.CheckReport | api.ConvertReport],
+          text: Callable[..., str], row: Callable[..., dict]) -> None:
+    """check or convert several models: *run* (a model, its unique stem, the plugins) gives each report,
+    *text* and *row* describe it for -v and the summary table."""
+    from . import html
+
+    paths = batch.expand_models(arguments)
+    stems = batch.unique_stems(paths)
+    html_dir = _html_folder(html_path)
+    plugins = state.plugins
+
+    def work(i: int) -> batch.ModelResult:
+        with nodegraph.recording(html_dir is not None):
+            result = run(paths[i], stems[i], plugins)
+        written = str(html.write_html(result, html_dir / f"{stems[i]}.html")) if html_dir is not None else None
+        described = text(result, verbose=state.verbose > 1) if state.verbose and not as_json else ""
+        return batch.ModelResult(str(paths[i]), True, row=row(result),
+                                 report=result.as_dict() if as_json else None, text=described, html=written)
+
+    results = _run_batch(state, paths, work, jobs)
+    _finish_batch(state, results, kind, as_json, html_dir)
 
 
 def _finish_batch(state: _State, results: Sequence[batch.ModelResult], kind: str, as_json: bool,
@@ -292,10 +340,7 @@ def _finish_batch(state: _State, results: Sequence[batch.ModelResult], kind: str
 @click.option("--ep", "eps", metavar="NAMES", help=_EP_HELP, shell_complete=_complete_backends)
 @click.option("-O", "--option", "option_values", multiple=True, metavar="B.KEY=VALUE", help=_OPTION_HELP)
 @_pipeline_options
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=True, path_type=pathlib.Path), metavar="FILE",
-              help=_HTML_HELP)
-@click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True, help=_JOBS_HELP)
+@_report_options
 @click.pass_obj
 def check(state: _State, models: tuple[pathlib.Path, ...], eps: str | None, option_values: tuple[str, ...],
           shapes: tuple[str, ...], dims: tuple[str, ...], max_partitions: int | None, min_nodes: int | None,
@@ -332,35 +377,17 @@ def check(state: _State, models: tuple[pathlib.Path, ...], eps: str | None, opti
         with _progress(state, ["load", "partition", "after_convert"]), nodegraph.recording(html_path is not None):
             result = api.check(path, names or None, options=options, plugins=state.plugins, strict=state.strict,
                                pipeline=pipeline)
-    if html_path is not None:
-        _write_html(state, result, html_path)
-    if as_json:
-        click.echo(report.to_json(result))
-    elif not state.quiet:
-        click.echo(report.check_text(result, verbose=state.verbose > 0), nl=False)
+    _show(state, result, html_path, as_json, report.check_text)
 
 
 def _check_many(state: _State, arguments: Sequence[pathlib.Path], names: list[str],
                 options: dict[str, dict[str, str]], pipeline: api.PipelineOptions, as_json: bool,
                 html_path: pathlib.Path | None, jobs: int) -> None:
-    from . import html
+    def run(path: pathlib.Path, stem: str, plugins: Plugins) -> api.CheckReport:
+        return api.check(path, names or None, options=options, plugins=plugins, strict=state.strict,
+                         pipeline=pipeline)
 
-    paths = batch.expand_models(arguments)
-    stems = batch.unique_stems(paths)
-    html_dir = _html_folder(html_path)
-    plugins = state.plugins
-
-    def work(i: int) -> batch.ModelResult:
-        with nodegraph.recording(html_dir is not None):
-            result = api.check(paths[i], names or None, options=options, plugins=plugins, strict=state.strict,
-                               pipeline=pipeline)
-        written = str(html.write_html(result, html_dir / f"{stems[i]}.html")) if html_dir is not None else None
-        text = report.check_text(result, verbose=state.verbose > 1) if state.verbose and not as_json else ""
-        return batch.ModelResult(str(paths[i]), True, row=batch.check_row(result),
-                                 report=result.as_dict() if as_json else None, text=text, html=written)
-
-    results = _run_batch(state, paths, work, jobs)
-    _finish_batch(state, results, "check", as_json, html_dir)
+    _many(state, arguments, "check", as_json, html_path, jobs, run, report.check_text, batch.check_row)
 
 
 @main.command()
@@ -378,10 +405,7 @@ def _check_many(state: _State, arguments: Sequence[pathlib.Path], names: list[st
               help="Also lower each partition with the backend itself: <model>.<ep>.compiled.onnx (EPContext nodes), "
                    "its app bundle and the runtime adapter's sources in adapter/.")
 @_pipeline_options
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=True, path_type=pathlib.Path), metavar="FILE",
-              help=_HTML_HELP)
-@click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True, help=_JOBS_HELP)
+@_report_options
 @click.pass_obj
 def convert(state: _State, models: tuple[pathlib.Path, ...], ep: str, output: pathlib.Path,
             option_values: tuple[str, ...], verify: bool, seed: int, compile_: bool, shapes: tuple[str, ...],
@@ -427,35 +451,17 @@ def convert(state: _State, models: tuple[pathlib.Path, ...], ep: str, output: pa
     with _progress(state, plan), nodegraph.recording(html_path is not None):
         result = api.convert(path, ep, output, options=options, plugins=state.plugins, verify=verify, seed=seed,
                              strict=state.strict, pipeline=pipeline, compile=compile_)
-    if html_path is not None:
-        _write_html(state, result, html_path)
-    if as_json:
-        click.echo(report.to_json(result))
-    elif not state.quiet:
-        click.echo(report.convert_text(result, verbose=state.verbose > 0), nl=False)
+    _show(state, result, html_path, as_json, report.convert_text)
 
 
 def _convert_many(state: _State, arguments: Sequence[pathlib.Path], ep: str, output: pathlib.Path,
                   options: dict[str, dict[str, str]], pipeline: api.PipelineOptions, verify: bool, seed: int,
                   compile_: bool, as_json: bool, html_path: pathlib.Path | None, jobs: int) -> None:
-    from . import html
+    def run(path: pathlib.Path, stem: str, plugins: Plugins) -> api.ConvertReport:
+        return api.convert(path, ep, output / stem, options=options, plugins=plugins, verify=verify, seed=seed,
+                           strict=state.strict, pipeline=pipeline, compile=compile_)
 
-    paths = batch.expand_models(arguments)
-    stems = batch.unique_stems(paths)
-    html_dir = _html_folder(html_path)
-    plugins = state.plugins
-
-    def work(i: int) -> batch.ModelResult:
-        with nodegraph.recording(html_dir is not None):
-            result = api.convert(paths[i], ep, output / stems[i], options=options, plugins=plugins, verify=verify,
-                                 seed=seed, strict=state.strict, pipeline=pipeline, compile=compile_)
-        written = str(html.write_html(result, html_dir / f"{stems[i]}.html")) if html_dir is not None else None
-        text = report.convert_text(result, verbose=state.verbose > 1) if state.verbose and not as_json else ""
-        return batch.ModelResult(str(paths[i]), True, row=batch.convert_row(result),
-                                 report=result.as_dict() if as_json else None, text=text, html=written)
-
-    results = _run_batch(state, paths, work, jobs)
-    _finish_batch(state, results, "convert", as_json, html_dir)
+    _many(state, arguments, "convert", as_json, html_path, jobs, run, report.convert_text, batch.convert_row)
 
 
 @main.command()

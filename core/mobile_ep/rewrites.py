@@ -57,6 +57,28 @@ def _scalar(b: Builder, value: float, dtype: ir.DataType | None) -> ir.Value:
     return b.const(np.array(value, dtype=(dtype or ir.DataType.FLOAT).numpy()), "scalar")
 
 
+def _variadic(node: ir.Node, ctx: RuleContext) -> Support:
+    """Sum and Mean become a chain of binary Adds: two inputs at least, each of a known rank to broadcast."""
+    if len(node.inputs) < 2:
+        return Support.no("needs at least two inputs")
+    return Support.check(all(ctx.shape(v) is not None for v in node.inputs), "an input has no known rank")
+
+
+def _static_input(node: ir.Node, ctx: RuleContext) -> tuple[ir.Value, ir.DataType | None, tuple[int, ...]]:
+    """Input 0, its dtype and its shape, for a replace() whose match() made sure that shape is static."""
+    x = node.inputs[0]
+    dtype, shape = ctx.dtype(x), ctx.static_shape(x)
+    assert shape is not None
+    return x, dtype, shape
+
+
+class _FloatRewrite(Rewrite):
+    """A rewrite whose only condition is a float input 0: its replacement computes in that type."""
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        return _float_input(node, ctx)
+
+
 class SumToAdd(Rewrite):
     """Sum of N inputs -> a chain of N-1 binary Adds (exact)."""
 
@@ -64,9 +86,7 @@ class SumToAdd(Rewrite):
     op_types = ("Sum",)
 
     def match(self, node: ir.Node, ctx: RuleContext) -> Support:
-        if len(node.inputs) < 2:
-            return Support.no("needs at least two inputs")
-        return Support.check(all(ctx.shape(v) is not None for v in node.inputs), "an input has no known rank")
+        return _variadic(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         dtype = ctx.dtype(node.outputs[0]) or ctx.dtype(node.inputs[0])
@@ -85,11 +105,8 @@ class MeanToAddDiv(Rewrite):
     op_types = ("Mean",)
 
     def match(self, node: ir.Node, ctx: RuleContext) -> Support:
-        if len(node.inputs) < 2:
-            return Support.no("needs at least two inputs")
-        if not all(ctx.shape(v) is not None for v in node.inputs):
-            return Support.no("an input has no known rank")
-        return _float_input(node, ctx)
+        ok = _variadic(node, ctx)
+        return ok if not ok else _float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         (total,) = SumToAdd().replace(node, ctx, b)
@@ -97,14 +114,11 @@ class MeanToAddDiv(Rewrite):
         return [b.op("Div", [total, _scalar(b, len(node.inputs), dtype)], shape=ctx.shape(total), dtype=dtype)]
 
 
-class HardSigmoidToRelu6(Rewrite):
+class HardSigmoidToRelu6(_FloatRewrite):
     """HardSigmoid(x) = clip(alpha*x + beta, 0, 1) -> Mul, Add, Clip(0, 6) (NNAPI RELU6), Div by 6."""
 
     name = "hardsigmoid-to-relu6"
     op_types = ("HardSigmoid",)
-
-    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
-        return _float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x = node.inputs[0]
@@ -122,14 +136,11 @@ def _clip(b: Builder, ctx: RuleContext, x: ir.Value, lo: float, hi: float, shape
     return b.op("Clip", [x], shape=shape, dtype=dtype, min=lo, max=hi)
 
 
-class HardSwishToRelu6(Rewrite):
+class HardSwishToRelu6(_FloatRewrite):
     """HardSwish(x) = x * relu6(x + 3) / 6 -> Add, Clip(0, 6) (NNAPI RELU6), Mul, Div."""
 
     name = "hardswish-to-relu6"
     op_types = ("HardSwish",)
-
-    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
-        return _float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x = node.inputs[0]
@@ -140,14 +151,11 @@ class HardSwishToRelu6(Rewrite):
         return [b.op("Div", [product, _scalar(b, 6.0, dtype)], shape=shape, dtype=dtype)]
 
 
-class HardSwishToHardSigmoid(Rewrite):
+class HardSwishToHardSigmoid(_FloatRewrite):
     """HardSwish(x) = x * HardSigmoid(x; alpha=1/6, beta=1/2)."""
 
     name = "hardswish-to-hardsigmoid"
     op_types = ("HardSwish",)
-
-    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
-        return _float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x = node.inputs[0]
@@ -344,14 +352,11 @@ class FlattenToReshape(UnsqueezeToReshape):
         return [b.op("Reshape", [node.inputs[0], target], shape=out_shape, dtype=ctx.dtype(node.inputs[0]))]
 
 
-class NegToMul(Rewrite):
+class NegToMul(_FloatRewrite):
     """Neg(x) -> Mul(x, -1) (exact, signed zeros included)."""
 
     name = "neg-to-mul"
     op_types = ("Neg",)
-
-    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
-        return _float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x = node.inputs[0]
@@ -389,6 +394,28 @@ class BatchNormToMulAdd(Rewrite):
                      dtype=dtype)]
 
 
+def _reduce_mean(b: Builder, ctx: RuleContext, x: ir.Value, axes: list[int], shape: tuple[int, ...],
+                 dtype: ir.DataType | None, keepdims: int | None = None) -> ir.Value:
+    """ReduceMean over *axes*, which opset 18 takes as an input and earlier opsets as an attribute."""
+    if ctx.opset() >= 18:
+        return b.op("ReduceMean", [x, b.const(np.array(axes, np.int64), "axes")], shape=shape, dtype=dtype,
+                    keepdims=keepdims)
+    return b.op("ReduceMean", [x], shape=shape, dtype=dtype, axes=axes, keepdims=keepdims)
+
+
+def _normalize(b: Builder, ctx: RuleContext, x: ir.Value, shape: tuple[int, ...], dtype: ir.DataType | None,
+               axes: list[int], eps: float) -> ir.Value:
+    """(x - mean) / sqrt(variance + eps) over *axes*: the part LayerNormalization and InstanceNormalization
+    share, before their scale and bias."""
+    reduced = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    centered = b.op("Sub", [x, _reduce_mean(b, ctx, x, axes, reduced, dtype)], shape=shape, dtype=dtype)
+    square = b.op("Mul", [centered, centered], shape=shape, dtype=dtype)
+    variance = _reduce_mean(b, ctx, square, axes, reduced, dtype)
+    std = b.op("Sqrt", [b.op("Add", [variance, _scalar(b, eps, dtype)], shape=reduced, dtype=dtype)],
+               shape=reduced, dtype=dtype)
+    return b.op("Div", [centered, std], shape=shape, dtype=dtype)
+
+
 class LayerNormToPrimitives(Rewrite):
     """LayerNormalization -> ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, Mul, Add (single output)."""
 
@@ -405,25 +432,11 @@ class LayerNormToPrimitives(Rewrite):
         return _float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
-        x = node.inputs[0]
-        dtype = ctx.dtype(x)
-        shape = ctx.static_shape(x)
-        assert shape is not None
+        x, dtype, shape = _static_input(node, ctx)
         axis = int(attr(node, "axis", -1)) % len(shape)
         axes = list(range(axis, len(shape)))
-        reduced = tuple(1 if i in axes else d for i, d in enumerate(shape))
         eps = float(attr(node, "epsilon", 1e-5))
-
-        def reduce_mean(v: ir.Value) -> ir.Value:
-            if ctx.opset() >= 18:
-                return b.op("ReduceMean", [v, b.const(np.array(axes, np.int64), "axes")], shape=reduced, dtype=dtype)
-            return b.op("ReduceMean", [v], shape=reduced, dtype=dtype, axes=axes)
-
-        centered = b.op("Sub", [x, reduce_mean(x)], shape=shape, dtype=dtype)
-        variance = reduce_mean(b.op("Mul", [centered, centered], shape=shape, dtype=dtype))
-        std = b.op("Sqrt", [b.op("Add", [variance, _scalar(b, eps, dtype)], shape=reduced, dtype=dtype)],
-                   shape=reduced, dtype=dtype)
-        out = b.op("Div", [centered, std], shape=shape, dtype=dtype)
+        out = _normalize(b, ctx, x, shape, dtype, axes, eps)
         out = b.op("Mul", [out, node.inputs[1]], shape=shape, dtype=dtype)
         if len(node.inputs) > 2 and node.inputs[2] is not None:
             out = b.op("Add", [out, node.inputs[2]], shape=shape, dtype=dtype)
@@ -446,10 +459,7 @@ class LRNToConv(Rewrite):
         return _float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
-        x = node.inputs[0]
-        dtype = ctx.dtype(x)
-        shape = ctx.static_shape(x)
-        assert shape is not None
+        x, dtype, shape = _static_input(node, ctx)
         channels = shape[1]
         size = int(attr(node, "size"))
         alpha, beta, bias = float(attr(node, "alpha", 1e-4)), float(attr(node, "beta", 0.75)), float(attr(node, "bias", 1.0))
@@ -556,40 +566,23 @@ class InstanceNormToPrimitives(Rewrite):
         return _float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
-        x = node.inputs[0]
-        dtype = ctx.dtype(x)
-        shape = ctx.static_shape(x)
-        assert shape is not None
+        x, dtype, shape = _static_input(node, ctx)
         axes = list(range(2, len(shape)))
-        reduced = tuple(1 if i in axes else d for i, d in enumerate(shape))
         eps = float(attr(node, "epsilon", 1e-5))
         channel = (-1,) + (1,) * (len(shape) - 2)
         np_dtype = dtype.numpy()  # type: ignore[union-attr]
-
-        def reduce_mean(v: ir.Value) -> ir.Value:
-            if ctx.opset() >= 18:
-                return b.op("ReduceMean", [v, b.const(np.array(axes, np.int64), "axes")], shape=reduced, dtype=dtype)
-            return b.op("ReduceMean", [v], shape=reduced, dtype=dtype, axes=axes)
-
-        centered = b.op("Sub", [x, reduce_mean(x)], shape=shape, dtype=dtype)
-        variance = reduce_mean(b.op("Mul", [centered, centered], shape=shape, dtype=dtype))
-        std = b.op("Sqrt", [b.op("Add", [variance, _scalar(b, eps, dtype)], shape=reduced, dtype=dtype)],
-                   shape=reduced, dtype=dtype)
-        out = b.op("Div", [centered, std], shape=shape, dtype=dtype)
+        out = _normalize(b, ctx, x, shape, dtype, axes, eps)
         scale = ctx.constant(node.inputs[1]).reshape(channel).astype(np_dtype)  # type: ignore[union-attr]
         bias = ctx.constant(node.inputs[2]).reshape(channel).astype(np_dtype)  # type: ignore[union-attr]
         out = b.op("Mul", [out, b.const(scale, "scale")], shape=shape, dtype=dtype)
         return [b.op("Add", [out, b.const(bias, "bias")], shape=shape, dtype=dtype)]
 
 
-class ReciprocalToDiv(Rewrite):
+class ReciprocalToDiv(_FloatRewrite):
     """Reciprocal(x) -> Div(1, x) (exact)."""
 
     name = "reciprocal-to-div"
     op_types = ("Reciprocal",)
-
-    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
-        return _float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x = node.inputs[0]
@@ -624,31 +617,22 @@ class ReduceSumToMean(Rewrite):
         return _float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
-        x = node.inputs[0]
-        dtype, shape = ctx.dtype(x), ctx.static_shape(x)
-        assert shape is not None
+        x, dtype, shape = _static_input(node, ctx)
         axes = _reduce_axes(node, ctx)
         assert axes is not None
         keep = int(attr(node, "keepdims", 1))
         out_shape = tuple(1 if i in axes else d for i, d in enumerate(shape)) if keep else \
             tuple(d for i, d in enumerate(shape) if i not in axes)
         count = int(np.prod([shape[a] for a in axes], dtype=np.int64))
-        if ctx.opset() >= 18:
-            mean = b.op("ReduceMean", [x, b.const(np.array(axes, np.int64), "axes")], shape=out_shape, dtype=dtype,
-                        keepdims=keep)
-        else:
-            mean = b.op("ReduceMean", [x], shape=out_shape, dtype=dtype, axes=axes, keepdims=keep)
+        mean = _reduce_mean(b, ctx, x, axes, out_shape, dtype, keepdims=keep)
         return [b.op("Mul", [mean, _scalar(b, float(count), dtype)], shape=out_shape, dtype=dtype)]
 
 
-class AbsToRelu(Rewrite):
+class AbsToRelu(_FloatRewrite):
     """Abs(x) -> Relu(x) + Relu(-x) (exact, NaN and infinities included)."""
 
     name = "abs-to-relu"
     op_types = ("Abs",)
-
-    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
-        return _float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x = node.inputs[0]

@@ -22,8 +22,8 @@ The heavy modules are imported on first call, so ``import mobile_ep`` stays ligh
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from .api import CheckReport, ConvertReport, PipelineOptions
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["check", "convert", "explain"]
 
 Shape = Mapping[str, Sequence[int]] | Sequence[int] | str | Sequence[str] | None
+_Report = TypeVar("_Report")
 
 
 def _names(ep: str | Sequence[str] | None) -> list[str]:
@@ -102,6 +103,21 @@ def _pipeline(shape: Shape, dim: Mapping[str, int] | str | Sequence[str] | None,
     return PipelineOptions(shapes, dims, legalize, cost_model, max_partitions, min_nodes)
 
 
+def _with_html(html: str | os.PathLike | None, run: Callable[..., _Report], *args: Any,
+               **kwargs: Any) -> _Report:
+    """``run(*args, **kwargs)``; with *html*, the run records every graph node by node (what the HTML report
+    draws) and the report is then written there."""
+    from . import nodegraph
+
+    with nodegraph.recording(html is not None):
+        report = run(*args, **kwargs)
+    if html is not None:
+        from .html import write_html
+
+        write_html(report, html)
+    return report
+
+
 def check(
     model: str | os.PathLike,
     ep: str | Sequence[str] | None = None,
@@ -124,18 +140,13 @@ def check(
     the HTML report there; the returned report then carries each graph node by node (``report.backends[
     name].graph``).
     """
-    from . import api, nodegraph
+    from . import api
 
     names = _names(ep)
-    with nodegraph.recording(html is not None):
-        report = api.check(model, names or None, options=_options(options, names), plugins=plugins, strict=strict,
-                           pipeline=_pipeline(shape, dim, max_partitions, min_nodes, legalize, cost_model),
-                           after_convert=after_convert)
-    if html is not None:
-        from .html import write_html
-
-        write_html(report, html)
-    return report
+    return _with_html(html, api.check, model, names or None, options=_options(options, names),
+                      plugins=plugins, strict=strict,
+                      pipeline=_pipeline(shape, dim, max_partitions, min_nodes, legalize, cost_model),
+                      after_convert=after_convert)
 
 
 def convert(
@@ -162,22 +173,16 @@ def convert(
     Raises :class:`~mobile_ep.errors.VerificationError` when the converted model's outputs differ (the
     files and ``report.json`` stay for inspection).  With *html*, also writes the HTML report there.
     """
-    from . import api, nodegraph
+    from . import api
 
     names = _names(ep)
     if len(names) != 1:
         from .errors import UsageError
 
         raise UsageError(f"convert targets one backend, got {ep!r}")
-    with nodegraph.recording(html is not None):
-        report = api.convert(model, names[0], output, options=_options(options, names), plugins=plugins,
-                             verify=verify, seed=seed, strict=strict, compile=compile,
-                             pipeline=_pipeline(shape, dim, max_partitions, min_nodes, legalize, cost_model))
-    if html is not None:
-        from .html import write_html
-
-        write_html(report, html)
-    return report
+    return _with_html(html, api.convert, model, names[0], output, options=_options(options, names),
+                      plugins=plugins, verify=verify, seed=seed, strict=strict, compile=compile,
+                      pipeline=_pipeline(shape, dim, max_partitions, min_nodes, legalize, cost_model))
 
 
 def explain(

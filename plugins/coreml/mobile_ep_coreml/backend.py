@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Mapping
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -35,6 +35,12 @@ ComputePrecision = Literal["float32", "float16"]
 COREML_VERSION: dict[str, int] = {"iOS15": 5, "iOS16": 6, "iOS17": 7, "iOS18": 8}
 
 
+def _option(default: Any, help_text: str) -> Any:
+    """A field of :class:`CoreMLBackend.Options` with its ``metadata["help"]``, the text ``mobile-ep list -v``
+    shows next to the option."""
+    return dataclasses.field(default=default, metadata={"help": help_text})
+
+
 class CoreMLBackend(Backend):
     """ONNX Runtime's CoreML execution provider (iOS / macOS), as of ORT 1.30."""
 
@@ -51,55 +57,41 @@ class CoreMLBackend(Backend):
     class Options:
         """Settings of the CoreML execution provider (ORT provider options) and of the target devices."""
 
-        model_format: ModelFormat = dataclasses.field(
-            default="MLProgram",
-            metadata={
-                "help": "Core ML model type ORT builds (provider option ModelFormat; ORT's own default is "
-                "NeuralNetwork). MLProgram supports more ops and float16."
-            },
+        model_format: ModelFormat = _option(
+            "MLProgram",
+            "Core ML model type ORT builds (provider option ModelFormat; ORT's own default is "
+            "NeuralNetwork). MLProgram supports more ops and float16.",
         )
-        require_static_input_shapes: bool = dataclasses.field(
-            default=False,
-            metadata={
-                "help": "Only claim nodes whose inputs have fully static shapes "
-                "(provider option RequireStaticInputShapes=1)."
-            },
+        require_static_input_shapes: bool = _option(
+            False,
+            "Only claim nodes whose inputs have fully static shapes "
+            "(provider option RequireStaticInputShapes=1).",
         )
-        compute_units: ComputeUnits = dataclasses.field(
-            default="ALL",
-            metadata={
-                "help": "Devices Core ML may use (provider option MLComputeUnits). Does not change which "
-                "nodes ORT claims; CPUAndNeuralEngine fails on devices without a Neural Engine."
-            },
+        compute_units: ComputeUnits = _option(
+            "ALL",
+            "Devices Core ML may use (provider option MLComputeUnits). Does not change which "
+            "nodes ORT claims; CPUAndNeuralEngine fails on devices without a Neural Engine.",
         )
-        deployment_target: DeploymentTarget = dataclasses.field(
-            default="iOS15",
-            metadata={
-                "help": "Oldest iOS version the app supports (iOS15..iOS18 = Core ML 5..8). Rules that "
-                "ORT gates on the Core ML version claim only what every supported device runs."
-            },
+        deployment_target: DeploymentTarget = _option(
+            "iOS15",
+            "Oldest iOS version the app supports (iOS15..iOS18 = Core ML 5..8). Rules that "
+            "ORT gates on the Core ML version claim only what every supported device runs.",
         )
 
-        compute_precision: ComputePrecision = dataclasses.field(
-            default="float32",
-            metadata={
-                "help": "Precision of compiled partitions (--compile): float32, or float16 (ML Program: "
-                "the program computes in fp16, as coremltools' default; NeuralNetwork: fp16 weights)."
-            },
+        compute_precision: ComputePrecision = _option(
+            "float32",
+            "Precision of compiled partitions (--compile): float32, or float16 (ML Program: "
+            "the program computes in fp16, as coremltools' default; NeuralNetwork: fp16 weights).",
         )
-        max_dynamic_dim: int = dataclasses.field(
-            default=4096,
-            metadata={
-                "help": "Compiled partitions: the upper bound of the flexible range (1..N) each dynamic "
-                "input dim gets (ML Program needs a bounded range)."
-            },
+        max_dynamic_dim: int = _option(
+            4096,
+            "Compiled partitions: the upper bound of the flexible range (1..N) each dynamic "
+            "input dim gets (ML Program needs a bounded range).",
         )
-        enumerated_dims: str = dataclasses.field(
-            default="",
-            metadata={
-                "help": "Compiled partitions: instead of ranges, comma-separated sizes (e.g. 1,2,4) each "
-                "dynamic input dim may take, declared as enumerated shapes."
-            },
+        enumerated_dims: str = _option(
+            "",
+            "Compiled partitions: instead of ranges, comma-separated sizes (e.g. 1,2,4) each "
+            "dynamic input dim may take, declared as enumerated shapes.",
         )
 
         def __post_init__(self) -> None:

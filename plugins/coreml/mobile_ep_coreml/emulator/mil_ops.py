@@ -404,14 +404,24 @@ def _letters(n: int, first: str) -> str:
     return "".join(chr(ord(first) + i) for i in range(n))
 
 
-@kernel("conv")
-def _conv(op: OpCall) -> np.ndarray:
+def _conv_inputs(op: OpCall) -> tuple[np.ndarray, np.ndarray, list[int], list[int], int]:
+    """What conv and conv_transpose read alike: ``x`` and ``weight`` in float32, ``strides``, ``dilations``
+    and ``groups``."""
     x, w = _f32(op.x("x")), _f32(op.x("weight"))
     spatial = x.ndim - 2
+    return x, w, op.ints("strides", [1] * spatial), op.ints("dilations", [1] * spatial), op.int("groups", 1)
+
+
+def _add_bias(op: OpCall, y: np.ndarray, spatial: int) -> np.ndarray:
+    bias = op.get("bias")
+    return y if bias is None else y + _f32(bias).reshape((1, -1) + (1,) * spatial)
+
+
+@kernel("conv")
+def _conv(op: OpCall) -> np.ndarray:
+    x, w, strides, dilations, groups = _conv_inputs(op)
+    spatial = x.ndim - 2
     kernel = list(w.shape[2:])
-    strides = op.ints("strides", [1] * spatial)
-    dilations = op.ints("dilations", [1] * spatial)
-    groups = op.int("groups", 1)
     pads = _window_pads(op, x.shape[2:], kernel, strides, dilations)
     n, c = x.shape[:2]
     o = w.shape[0]
@@ -431,20 +441,14 @@ def _conv(op: OpCall) -> np.ndarray:
     outs, ks = _letters(spatial, "p"), _letters(spatial, "u")
     y = np.einsum(f"ngc{outs}{ks},goc{ks}->ngo{outs}", windows, weights, optimize=True)
     y = y.reshape(n, o, *out_sizes)
-    bias = op.get("bias")
-    if bias is not None:
-        y = y + _f32(bias).reshape((1, -1) + (1,) * spatial)
-    return y
+    return _add_bias(op, y, spatial)
 
 
 @kernel("conv_transpose")
 def _conv_transpose(op: OpCall) -> np.ndarray:
-    x, w = _f32(op.x("x")), _f32(op.x("weight"))
+    x, w, strides, dilations, groups = _conv_inputs(op)
     spatial = x.ndim - 2
     kernel = list(w.shape[2:])
-    strides = op.ints("strides", [1] * spatial)
-    dilations = op.ints("dilations", [1] * spatial)
-    groups = op.int("groups", 1)
     n, c = x.shape[:2]
     if w.shape[0] != c or c % groups:
         raise op.fail(f"weight {list(w.shape)} does not fit input channels {c} with groups={groups}")
@@ -478,10 +482,7 @@ def _conv_transpose(op: OpCall) -> np.ndarray:
         if wanted != list(y.shape[2:]):
             raise op.fail(f"output_shape {op.ints('output_shape')} differs from the padded result "
                           f"{list(y.shape)} (other output shapes are not emulated)")
-    bias = op.get("bias")
-    if bias is not None:
-        y = y + _f32(bias).reshape((1, -1) + (1,) * spatial)
-    return y
+    return _add_bias(op, y, spatial)
 
 
 def _pool_sizes(sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int], pads: Sequence[int],
@@ -544,30 +545,34 @@ def _channel(v: Any, rank: int) -> np.ndarray:
     return _f32(np.asarray(v)).reshape((1, -1) + (1,) * (rank - 2))
 
 
+def _channel_affine(op: OpCall, y: np.ndarray, rank: int) -> np.ndarray:
+    """*y* times ``gamma`` plus ``beta``, per channel, each only where the op has it."""
+    if op.get("gamma") is not None:
+        y = y * _channel(op.x("gamma"), rank)
+    if op.get("beta") is not None:
+        y = y + _channel(op.x("beta"), rank)
+    return y
+
+
+def _standardize(op: OpCall, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """(x - mean) / sqrt(variance + epsilon) over *axes*, the statistics taken from *x* itself."""
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    return (x - mean) / np.sqrt(var + op.float("epsilon", 1e-5))
+
+
 @kernel("batch_norm")
 def _batch_norm(op: OpCall) -> np.ndarray:
     x = _f32(op.x())
     mean, var = _channel(op.x("mean"), x.ndim), _channel(op.x("variance"), x.ndim)
     y = (x - mean) / np.sqrt(var + op.float("epsilon", 1e-5))
-    if op.get("gamma") is not None:
-        y = y * _channel(op.x("gamma"), x.ndim)
-    if op.get("beta") is not None:
-        y = y + _channel(op.x("beta"), x.ndim)
-    return y
+    return _channel_affine(op, y, x.ndim)
 
 
 @kernel("instance_norm")
 def _instance_norm(op: OpCall) -> np.ndarray:
     x = _f32(op.x())
-    axes = tuple(range(2, x.ndim))
-    mean = x.mean(axis=axes, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
-    y = (x - mean) / np.sqrt(var + op.float("epsilon", 1e-5))
-    if op.get("gamma") is not None:
-        y = y * _channel(op.x("gamma"), x.ndim)
-    if op.get("beta") is not None:
-        y = y + _channel(op.x("beta"), x.ndim)
-    return y
+    return _channel_affine(op, _standardize(op, x, tuple(range(2, x.ndim))), x.ndim)
 
 
 @kernel("layer_norm")
@@ -576,9 +581,7 @@ def _layer_norm(op: OpCall) -> np.ndarray:
     axes_value = op.get("axes")
     axes = tuple(range(x.ndim)) if axes_value is None else tuple(
         sorted(_axis(int(a), x.ndim) for a in np.asarray(axes_value).reshape(-1)))
-    mean = x.mean(axis=axes, keepdims=True)
-    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
-    y = (x - mean) / np.sqrt(var + op.float("epsilon", 1e-5))
+    y = _standardize(op, x, axes)
     shape = [x.shape[a] if a in axes else 1 for a in range(x.ndim)]
     if op.get("gamma") is not None:
         y = y * _f32(op.x("gamma")).reshape(shape)
