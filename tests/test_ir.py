@@ -87,3 +87,26 @@ def test_invalid_models_give_one_line_errors(tmp_path):
     with pytest.raises(ModelError) as info:
         mir.load(bad)
     assert "\n" not in str(info.value) and str(bad) in str(info.value)
+
+
+def test_model_from_load_for_analysis_outlives_its_work_folder(tmp_path):
+    """load_for_analysis reads weights under 1 MB into memory: a caller may delete the folder and still
+    read them (onnxruntime writes the optimized model's weights to a side file there)."""
+    import tempfile
+
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from mobile_ep import api
+
+    weight = np.arange(64 * 16, dtype=np.float32).reshape(64, 16)  # 4 KB: written to the side file
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])],
+        [numpy_helper.from_array(weight, "w")])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
+    with tempfile.TemporaryDirectory() as work:
+        model = api.load_for_analysis(path, work)
+    np.testing.assert_array_equal(model.graph.initializers["w"].const_value.numpy(), weight)

@@ -277,9 +277,13 @@ def _optimized_path(model_path: str | os.PathLike, workdir: str | os.PathLike, o
 
 def load_for_analysis(model_path: str | os.PathLike, workdir: str | os.PathLike,
                       options: PipelineOptions | None = None) -> ir.Model:
-    """Validate the model, then load it as an ORT session sees it after basic-level optimization."""
+    """Validate the model, then load it as an ORT session sees it after basic-level optimization.
+
+    Weights under 1 MB are read into memory; larger ones stay memory-mapped from *workdir*, which must
+    outlive any reading of their values.
+    """
     optimized, _ = _optimized_path(model_path, workdir, options)
-    return mir.load(optimized, check=False)
+    return mir.inline_small_weights(mir.load(optimized, check=False))
 
 
 def resolve_backends(

@@ -35,6 +35,7 @@ __all__ = [
     "save",
     "infer_shapes",
     "ort_optimized",
+    "inline_small_weights",
     "target_ir_version",
     "atomic_path",
     "read_proto",
@@ -1125,6 +1126,19 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
     del model
     release_memory()
     return out
+
+
+def inline_small_weights(model: ir.Model, limit: int = 1 << 20) -> ir.Model:
+    """Read into memory every external initializer under *limit* bytes, so that the model stays whole
+    after the folder its side file lives in is deleted (larger ones stay memory-mapped from it)."""
+    for graph in model.graphs():
+        for value in graph.initializers.values():
+            tensor = value.const_value
+            if isinstance(tensor, ir.ExternalTensor) and tensor.nbytes < limit:
+                data = tensor.numpy().copy()  # the mapping goes with the file
+                tensor.release()
+                value.const_value = ir.Tensor(data, name=tensor.name, dtype=tensor.dtype)
+    return model
 
 
 def release_memory() -> None:
