@@ -13,6 +13,8 @@ of weights.
   primitives, as exporters do).
 
 ``make(kind, nodes)`` returns a model with at least *nodes* nodes (whole blocks); ``save`` writes it.
+``qdq_chain`` (not one of the benchmark's families) is a quantized chain in QDQ form, for the scale tests
+of the partitioner's QDQ node units.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-__all__ = ["KINDS", "make", "save"]
+__all__ = ["KINDS", "make", "save", "qdq_chain"]
 
 FLOAT = ir.DataType.FLOAT
 
@@ -41,10 +43,11 @@ class _Builder:
             self.initializers[name] = value
         return self.initializers[name]
 
-    def op(self, op_type: str, inputs: list[ir.Value], shape: tuple[int, ...], **attributes) -> ir.Value:
+    def op(self, op_type: str, inputs: list[ir.Value], shape: tuple[int, ...], dtype: ir.DataType = FLOAT,
+           **attributes) -> ir.Value:
         self._count += 1
         name = f"n{self._count}"
-        out = ir.Value(name=f"{name}_{op_type}", shape=ir.Shape(shape), type=ir.TensorType(FLOAT))
+        out = ir.Value(name=f"{name}_{op_type}", shape=ir.Shape(shape), type=ir.TensorType(dtype))
         attrs = [_attr(k, v) for k, v in attributes.items()]
         self.nodes.append(ir.Node("", op_type, inputs, attrs, outputs=[out], name=name))
         return out
@@ -152,6 +155,27 @@ def transformer(nodes: int) -> ir.Model:
         g = b.op("Mul", [b.op("Mul", [u, e], (seq, 2 * d)), scalars["halfc"]], (seq, 2 * d))
         h = b.op("Add", [b.op("MatMul", [g, w2], shape), ln], shape)
     return b.model(x, h, "transformer")
+
+
+def qdq_chain(nodes: int) -> ir.Model:
+    """Blocks of 7 nodes on uint8 data: DequantizeLinear (input and int8 weight) -> Conv -> QuantizeLinear,
+    then DequantizeLinear -> Sign -> QuantizeLinear (NNAPI takes the Conv unit whole, not the Sign one)."""
+    c, hw = 8, 4
+    shape = (1, c, hw, hw)
+    b = _Builder()
+    rng = _rng(3)
+    scale, zero = b.const("s", np.array(0.05, np.float32)), b.const("z", np.array(128, np.uint8))
+    w_scale, w_zero = b.const("ws", np.array(0.01, np.float32)), b.const("wz", np.array(0, np.int8))
+    x = ir.Value(name="xq", shape=ir.Shape(shape), type=ir.TensorType(ir.DataType.UINT8))
+    h = x
+    for i in range(max(1, -(-nodes // 7))):
+        wq = b.const(f"w{i}", rng.integers(-100, 100, (c, c, 1, 1)).astype(np.int8))
+        w = b.op("DequantizeLinear", [wq, w_scale, w_zero], (c, c, 1, 1))
+        a = b.op("Conv", [b.op("DequantizeLinear", [h, scale, zero], shape), w], shape, kernel_shape=[1, 1])
+        a = b.op("DequantizeLinear", [b.op("QuantizeLinear", [a, scale, zero], shape, ir.DataType.UINT8), scale, zero],
+                 shape)
+        h = b.op("QuantizeLinear", [b.op("Sign", [a], shape), scale, zero], shape, ir.DataType.UINT8)
+    return b.model(x, h, "qdq_chain")
 
 
 KINDS: dict[str, Callable[[int], ir.Model]] = {"chain": chain, "branches": branches, "transformer": transformer}

@@ -86,8 +86,8 @@ sys.argv = sys.argv[1:]
 start = time.perf_counter()
 runpy.run_path(sys.argv[0], run_name="__main__")
 seconds = time.perf_counter() - start
-print("@@MEASURED@@" + json.dumps({"seconds": seconds,
-      "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+print("@@MEASURED@@" + json.dumps({"seconds": seconds, "peak_rss": peak * 1024}))
 """
 
 
@@ -96,7 +96,8 @@ def child_peak_rss(script: str | pathlib.Path, *args: str, cwd: str | pathlib.Pa
     """Run ``python SCRIPT ARGS`` in a fresh process: its wall time, peak RSS (bytes) and what it printed.
 
     The child's own ``getrusage`` peak is taken at its end, so imports are included (a fresh interpreter
-    with onnxruntime, onnx and onnx_ir loaded is about 100 MB).
+    with onnxruntime, onnx and onnx_ir loaded is about 100 MB); so is the peak of any process it ran and
+    waited for (whichever is larger).
     """
     proc = subprocess.run([sys.executable, "-c", _MEASURE, str(script), *args], capture_output=True, text=True,
                           cwd=cwd, timeout=timeout)

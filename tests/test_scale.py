@@ -85,6 +85,18 @@ def test_partitioning_makes_a_linear_number_of_calls(kind):
         assert ratio < MAX_RATIO * growth / 4, f"{kind}, {backend.name}: {ratio:.2f}x calls for {growth:.2f}x nodes"
 
 
+def test_qdq_units_make_a_linear_number_of_calls():
+    """QDQ node units (DequantizeLinear -> op -> QuantizeLinear, taken whole by NNAPI) on a quantized chain."""
+    small, large = graphs.qdq_chain(700), graphs.qdq_chain(2800)
+    backends = [b for b in _backends() if b.qdq_ops()]
+    if not backends:
+        pytest.skip("no installed backend takes QDQ units")
+    for backend in backends:
+        assert any(len(p.nodes) > 1 for p in propose(small, [backend]).per_backend[backend.name].partitions)
+        ratio = calls(lambda b=backend: _partition(large, b)) / calls(lambda b=backend: _partition(small, b))
+        assert ratio < MAX_RATIO, f"{backend.name}: {ratio:.2f}x calls for 4x nodes"
+
+
 def test_several_backends_together_make_a_linear_number_of_calls():
     small, large = graphs.make("branches", 1000), graphs.make("branches", 4000)
     backends = _backends()

@@ -12,12 +12,13 @@ latency.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from .capability import RuleContext, attr
+from .capability import _ONLY_INTS, RuleContext, attr
 from .partition import Partition
 
 __all__ = ["CostParams", "PartitionCost", "node_flops", "partition_cost", "select_partitions"]
@@ -73,43 +74,61 @@ def _bytes(value: ir.Value, ctx: RuleContext) -> int:
     return int(_numel(ctx.shape(value)) * size)
 
 
+_CONVS = frozenset({"Conv", "ConvTranspose"})
+_MATMULS = frozenset({"Gemm", "MatMul"})
+_POOLS = frozenset({"MaxPool", "AveragePool", "LpPool"})
+_REDUCTIONS = frozenset({"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"})
+_TRANSCENDENTAL = frozenset({"Softmax", "LogSoftmax", "LayerNormalization", "InstanceNormalization", "LRN", "Erf",
+                             "Exp", "Tanh", "Sigmoid", "Gelu"})
+_DATA_MOVEMENT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Concat", "Slice",
+                            "Split", "Gather", "Cast", "Shape"})
+#: Ops whose estimate needs more than the output's size.
+_SPECIAL = _CONVS | _MATMULS | _POOLS | _REDUCTIONS
+
+
 def node_flops(node: ir.Node, ctx: RuleContext) -> float:
     """Estimated FLOPs of one node (0 where shapes are unknown)."""
-    out = _numel(ctx.shape(node.outputs[0])) if node.outputs else 0
+    outputs = node.outputs
+    out = 0
+    if outputs:  # _numel(ctx.shape(outputs[0])), inlined for the usual case of a known shape
+        shape = outputs[0].shape
+        dims = shape.dims if shape is not None else None
+        if dims is not None and _ONLY_INTS.issuperset(map(type, dims)):
+            out = int(math.prod(dims))
+        else:
+            out = _numel(ctx.shape(outputs[0]))
     op = node.op_type
-    if op in ("Conv", "ConvTranspose"):
+    if op not in _SPECIAL:  # (asked for every claimed node: the element-wise ops decide here)
+        if op in _TRANSCENDENTAL:
+            return 5.0 * out
+        if op in _DATA_MOVEMENT:
+            return 0.25 * out  # data movement only
+        return float(out)
+    if op in _CONVS:
         w = ctx.shape(node.inputs[1]) if len(node.inputs) > 1 else None
-        if w is None or any(d is None for d in w):
+        if w is None or None in w:
             return float(out)
         # weight [Cout, Cin/group, k...]: each output element is Cin/group * prod(k) multiply-adds.
         per_output = math.prod(w[1:])  # type: ignore[arg-type]
         if op == "ConvTranspose":
             return 2.0 * _numel(ctx.shape(node.inputs[0])) * w[0] * math.prod(w[2:])  # type: ignore[operator]
         return 2.0 * out * per_output
-    if op in ("Gemm", "MatMul"):
+    if op in _MATMULS:
         a = ctx.shape(node.inputs[0])
         if a is None or not a or a[-1] is None:
             return float(out)
         k = a[0] if op == "Gemm" and attr(node, "transA", 0) else a[-1]
         return 2.0 * out * (k or 1)
-    if op in ("MaxPool", "AveragePool", "LpPool"):
+    if op in _POOLS:
         kernel = attr(node, "kernel_shape", (1,))
         return float(out * math.prod(kernel))
-    if op in ("GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"):
-        return float(_numel(ctx.shape(node.inputs[0])))
-    if op in ("Softmax", "LogSoftmax", "LayerNormalization", "InstanceNormalization", "LRN", "Erf", "Exp",
-              "Tanh", "Sigmoid", "Gelu"):
-        return 5.0 * out
-    if op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Concat", "Slice",
-              "Split", "Gather", "Cast", "Shape"):
-        return 0.25 * out  # data movement only
-    return float(out)
+    return float(_numel(ctx.shape(node.inputs[0])))  # a reduction
 
 
 def partition_cost(partition: Partition, ctx: RuleContext, params: CostParams) -> PartitionCost:
-    flops = sum(node_flops(n, ctx) for n in partition.nodes)
-    boundary = sum(_bytes(v, ctx) for v in partition.inputs if not ctx.is_constant(v))
-    boundary += sum(_bytes(v, ctx) for v in partition.outputs)
+    flops = sum(map(node_flops, partition.nodes, itertools.repeat(ctx)))
+    boundary = sum([_bytes(v, ctx) for v in partition.inputs if not ctx.is_constant(v)])
+    boundary += sum([_bytes(v, ctx) for v in partition.outputs])
     saving = flops / (params.cpu_gflops * 1e3) * (1.0 - 1.0 / params.speedup)
     overhead = boundary / (params.copy_gbps * 1e3) + params.dispatch_us
     return PartitionCost(len(partition.nodes), flops, boundary, saving, overhead)

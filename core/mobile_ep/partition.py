@@ -16,12 +16,25 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import gc
+import itertools
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import onnx_ir as ir
 
-from .capability import _CYCLIC, Backend, NodeUnit, PartitionView, RuleContext, Support, op_label
+from .capability import (
+    _CYCLIC,
+    SUPPORTED,
+    Backend,
+    NodeUnit,
+    PartitionView,
+    RuleContext,
+    Support,
+    _single_units,
+    op_label,
+)
 from .qdq import build_node_units
 
 __all__ = ["Partition", "Placement", "BackendProposal", "Proposal", "propose", "wave_groups", "verdict"]
@@ -108,70 +121,168 @@ def _outer_inputs(node: ir.Node) -> Iterable[ir.Value]:
 _GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 
-def _reads(nodes: Iterable[ir.Node]) -> dict[ir.Node, tuple[ir.Value, ...]]:
-    """:func:`_outer_inputs` of every node, computed once (the partitioner walks them several times)."""
-    result: dict[ir.Node, tuple[ir.Value, ...]] = {}
-    for node in nodes:
-        attributes = node.attributes
-        if attributes and any(a.type in _GRAPH_ATTRIBUTES for a in attributes.values()):
-            result[node] = tuple(_outer_inputs(node))
-        else:
-            inputs = tuple(node.inputs)
-            result[node] = inputs if None not in inputs else tuple(v for v in inputs if v is not None)
-    return result
+_is_not_none = functools.partial(operator.is_not, None)
 
 
-def _producers(reads: Mapping[ir.Node, Sequence[ir.Value]]) -> dict[ir.Node, tuple[ir.Node, ...]]:
-    """Each node's distinct producers, in the order it first reads them (itself excluded)."""
-    result: dict[ir.Node, tuple[ir.Node, ...]] = {}
-    for node, values in reads.items():
-        if len(values) == 1:
-            producer = values[0].producer()
-            result[node] = () if producer is None or producer is node else (producer,)
-            continue
-        seen: dict[ir.Node, None] = {}
-        for value in values:
-            producer = value.producer()
-            if producer is not None and producer is not node:
-                seen[producer] = None
-        result[node] = tuple(seen)
-    return result
+def _has_subgraphs(node: ir.Node) -> bool:
+    for attribute in node.attributes.data.values():  # (the mapping itself, not the slower UserDict view)
+        if attribute.type in _GRAPH_ATTRIBUTES:
+            return True
+    return False
 
 
-def _unit_edges(
-    nodes: Sequence[ir.Node], units: Mapping[ir.Node, NodeUnit],
-    reads: Mapping[ir.Node, Sequence[ir.Value]] | None = None,
-    producers: Mapping[ir.Node, Sequence[ir.Node]] | None = None,
-) -> tuple[list[NodeUnit], dict[NodeUnit, list[NodeUnit]], dict[NodeUnit, int]]:
-    """Units in topological order of their first node, consumers per unit, and in-degrees."""
-    if producers is None:
-        producers = _producers(reads if reads is not None else _reads(nodes))
-    order: list[NodeUnit] = list(dict.fromkeys(units[node] for node in nodes))  # units hash by identity
-    consumers: dict[NodeUnit, list[NodeUnit]] = {u: [] for u in order}
-    in_degree: dict[NodeUnit, int] = dict.fromkeys(order, 0)
-    if len(order) == len(nodes):  # every unit one node: each edge comes once from _producers
-        for node in nodes:
-            unit = units[node]
-            for producer in producers[node]:
-                source = units.get(producer)
-                if source is not None:
-                    consumers[source].append(unit)
-                    in_degree[unit] += 1
-        return order, consumers, in_degree
-    edges: set[tuple[NodeUnit, NodeUnit]] = set()
-    for node in nodes:
-        unit = units[node]
-        for producer in producers[node]:
-            source = units.get(producer)
-            if source is None or source is unit:
+class _GraphIndex:
+    """A graph's nodes by number (their position in the graph) with producers and consumers as numbers,
+    and a topological order.
+
+    Built once per :func:`propose` in a few linear passes; everything after (units, waves, partition inputs
+    and outputs) works on lists of ints instead of mappings keyed by nodes.  Only nodes of this graph count
+    as producers: graph inputs, initializers and values made in subgraphs or outer scopes have none.
+    """
+
+    __slots__ = ("graph_nodes", "order", "position", "producers", "consumers", "made_by", "outer_reads",
+                 "_has_quantize")
+
+    def __init__(self, graph: ir.Graph) -> None:
+        self.graph_nodes = graph_nodes = list(graph)
+        self.made_by = made_by = {value: i for i, node in enumerate(graph_nodes) for value in node.outputs}
+        get = made_by.get
+        # Each node's distinct producers, in the order it first reads them (map/filter keep this loop in C:
+        # it runs for every node).  Values nothing here makes map to None and are dropped.
+        producers = [tuple(filter(_is_not_none, dict.fromkeys(map(get, node.inputs)))) for node in graph_nodes]
+        #: What nodes with subgraphs read, their subgraphs' reads from this scope included (:func:`_outer_inputs`).
+        self.outer_reads: dict[int, tuple[ir.Value, ...]] = {}
+        for i in [i for i, node in enumerate(graph_nodes) if node.attributes.data]:
+            node = graph_nodes[i]
+            if _has_subgraphs(node):
+                values = self.outer_reads[i] = tuple(_outer_inputs(node))
+                producers[i] = tuple(filter(_is_not_none, dict.fromkeys(map(get, values))))
+        order = _kahn(producers)
+        if order is None:
+            # A node reading its own output is not an edge (validation reports those); any other cycle is.
+            for i, sources in enumerate(producers):
+                if i in sources:
+                    producers[i] = tuple(j for j in sources if j != i)
+            order = _kahn(producers)
+            if order is None:
+                from .errors import ModelError
+
+                stuck = graph_nodes[_stuck(producers)]
+                raise ModelError(f"the graph has a cycle through node {stuck.name!r} ({op_label(stuck)})")
+        self.order = order
+        self.position = position = [0] * len(order)
+        for k, i in enumerate(order):
+            position[i] = k
+        self.producers = producers
+        #: Consumers of each node, in topological order (then in the order they read it).
+        self.consumers: list[list[int]] = [[] for _ in producers]
+        consumers = self.consumers
+        for i in order:
+            for j in producers[i]:
+                consumers[j].append(i)
+        self._has_quantize: bool | None = None
+
+    @property
+    def nodes(self) -> list[ir.Node]:
+        """The nodes in topological order."""
+        return list(map(self.graph_nodes.__getitem__, self.order))
+
+    def has_quantize(self) -> bool:
+        if self._has_quantize is None:
+            self._has_quantize = any(n.op_type == "QuantizeLinear" for n in self.graph_nodes)
+        return self._has_quantize
+
+    def io(self, members: Sequence[int], graph_outputs: frozenset[ir.Value]
+           ) -> tuple[tuple[ir.Value, ...], tuple[ir.Value, ...]]:
+        """Inputs and outputs of the group of nodes *members* (in the group's order).  Linear in its size."""
+        nodes = self.graph_nodes
+        made_by = self.made_by.get
+        outer_reads = self.outer_reads
+        inside = set(members)
+        inside_nodes = set(map(nodes.__getitem__, members))
+        inputs: dict[ir.Value, None] = {}
+        outputs: dict[ir.Value, None] = {}
+        for i in members:
+            node = nodes[i]
+            for value in (outer_reads.get(i, node.inputs) if outer_reads else node.inputs):
+                if value is None or value in inputs:
+                    continue
+                if made_by(value) not in inside:  # (None, for a value no node here makes, is not either)
+                    inputs[value] = None
+            for value in node.outputs:
+                if value in outputs:
+                    continue
+                if value in graph_outputs:
+                    outputs[value] = None
+                    continue
+                for use in value.uses():
+                    if use.node not in inside_nodes:
+                        outputs[value] = None
+                        break
+        return tuple(inputs), tuple(outputs)
+
+
+def _kahn(producers: Sequence[Sequence[int]]) -> list[int] | None:
+    """A topological order of nodes given by their producers (depth first among ready nodes, graph order
+    first), or ``None`` if there is a cycle."""
+    pending = [len(p) for p in producers]
+    users: list[list[int]] = [[] for _ in producers]
+    for i, sources in enumerate(producers):
+        for j in sources:
+            users[j].append(i)
+    ready = [i for i, count in enumerate(pending) if not count]
+    ready.reverse()
+    result: list[int] = []
+    while ready:
+        i = ready.pop()
+        result.append(i)
+        for user in reversed(users[i]):
+            pending[user] -= 1
+            if not pending[user]:
+                ready.append(user)
+    return result if len(result) == len(producers) else None
+
+
+def _stuck(producers: Sequence[Sequence[int]]) -> int:
+    """The first node (in graph order) that :func:`_kahn` cannot place."""
+    pending = [len(p) for p in producers]
+    users: list[list[int]] = [[] for _ in producers]
+    for i, sources in enumerate(producers):
+        for j in sources:
+            users[j].append(i)
+    ready = [i for i, count in enumerate(pending) if not count]
+    while ready:
+        for user in users[ready.pop()]:
+            pending[user] -= 1
+            if not pending[user]:
+                ready.append(user)
+    return next(i for i, count in enumerate(pending) if count > 0)
+
+
+def _unit_graph(index: _GraphIndex, units: Mapping[ir.Node, NodeUnit]
+                ) -> tuple[list[NodeUnit], list[tuple[int, ...]], list[list[int]], list[int]]:
+    """Units (QDQ groups) numbered in topological order of their first node: their nodes (by number),
+    consumers and in-degrees."""
+    graph_nodes = index.graph_nodes
+    order: list[NodeUnit] = list(dict.fromkeys(units[graph_nodes[i]] for i in index.order))  # hash by identity
+    number = {unit: u for u, unit in enumerate(order)}
+    where = dict(zip(graph_nodes, range(len(graph_nodes)), strict=True))
+    unit_of = [number[units[node]] for node in graph_nodes]
+    unit_nodes = [tuple(where[n] for n in unit.nodes) for unit in order]
+    consumers: list[list[int]] = [[] for _ in order]
+    in_degree = [0] * len(order)
+    edges: set[tuple[int, int]] = set()
+    producers = index.producers
+    for i in index.order:
+        u = unit_of[i]
+        for j in producers[i]:
+            source = unit_of[j]
+            if source == u or (source, u) in edges:
                 continue
-            key = (source, unit)
-            if key in edges:
-                continue
-            edges.add(key)
-            consumers[source].append(unit)
-            in_degree[unit] += 1
-    return order, consumers, in_degree
+            edges.add((source, u))
+            consumers[source].append(u)
+            in_degree[u] += 1
+    return order, unit_nodes, consumers, in_degree
 
 
 def wave_groups(
@@ -181,17 +292,31 @@ def wave_groups(
     is_supported: Callable[[NodeUnit], bool],
 ) -> list[list[NodeUnit]]:
     """ORT's wave algorithm: groups of supported units, none of which can form a cycle when fused."""
-    remaining = dict(in_degree)
-    queue = collections.deque(u for u in order if remaining[u] == 0)
-    groups: list[list[NodeUnit]] = []
-    supported_memo: dict[NodeUnit, bool] = {}
+    number = {unit: i for i, unit in enumerate(order)}
+    groups = _waves(range(len(order)), [[number[c] for c in consumers[u]] for u in order],
+                    [in_degree[u] for u in order], lambda i: is_supported(order[i]))
+    return [[order[i] for i in group] for group in groups]
+
+
+def _waves(order: Sequence[int], consumers: Sequence[Sequence[int]], in_degree: Sequence[int],
+           is_supported: Callable[[int], bool]) -> list[list[int]]:
+    """:func:`wave_groups` over units numbered 0..n-1 (*order*: all of them, topologically).
+
+    Each wave collects at most one group of supported units; an unsupported unit that consumes a value of
+    the current group is deferred to the next wave together with everything behind it.
+    """
+    remaining = list(in_degree)
+    queue = collections.deque([u for u in order if not remaining[u]])
+    popleft, push = queue.popleft, queue.append
+    supported_memo: list[bool | None] = [None] * len(remaining)
+    groups: list[list[int]] = []
     while queue:
-        group: list[NodeUnit] = []
-        border: set[NodeUnit] = set()
-        deferred: list[NodeUnit] = []
+        group: list[int] = []
+        border: set[int] = set()
+        deferred: list[int] = []
         while queue:
-            unit = queue.popleft()
-            supported = supported_memo.get(unit)
+            unit = popleft()
+            supported = supported_memo[unit]
             if supported is None:
                 supported = supported_memo[unit] = bool(is_supported(unit))
             if supported:
@@ -202,72 +327,12 @@ def wave_groups(
                 continue
             for consumer in consumers[unit]:
                 remaining[consumer] -= 1
-                if remaining[consumer] == 0:
-                    queue.append(consumer)
+                if not remaining[consumer]:
+                    push(consumer)
         if group:
             groups.append(group)
         queue.extend(deferred)
     return groups
-
-
-def _partition_io(units: Sequence[NodeUnit], graph: ir.Graph,
-                  reads: Mapping[ir.Node, Sequence[ir.Value]] | None = None,
-                  graph_outputs: frozenset[ir.Value] | set[ir.Value] | None = None,
-                  ) -> tuple[tuple[ir.Value, ...], tuple[ir.Value, ...]]:
-    """The group's inputs and outputs.  Linear in the group's size: *reads* (from :func:`_reads`) and
-    *graph_outputs* are computed once per graph by the caller, not once per group."""
-    group = [n for u in units for n in u.nodes]
-    members = set(group)
-    inputs: dict[ir.Value, None] = {}
-    outputs: dict[ir.Value, None] = {}
-    if graph_outputs is None:
-        graph_outputs = set(graph.outputs)
-    for node in group:
-        for value in (reads[node] if reads is not None else _outer_inputs(node)):
-            if value not in inputs and value.producer() not in members:
-                inputs[value] = None
-        for value in node.outputs:
-            if value in outputs:
-                continue
-            if value in graph_outputs:
-                outputs[value] = None
-                continue
-            for use in value.uses():
-                if use.node not in members:
-                    outputs[value] = None
-                    break
-    return tuple(inputs), tuple(outputs)
-
-
-def _topological_nodes(graph: ir.Graph, reads: Mapping[ir.Node, Sequence[ir.Value]] | None = None,
-                       producers: Mapping[ir.Node, Sequence[ir.Node]] | None = None) -> list[ir.Node]:
-    """The graph's nodes in a topological order (the graph itself is left as it is)."""
-    nodes = list(producers) if producers is not None else list(graph)  # (producers has them in graph order)
-    if producers is None:
-        producers = _producers(reads if reads is not None else _reads(nodes))
-    pending = dict.fromkeys(nodes, 0)
-    users: dict[ir.Node, list[ir.Node]] = {node: [] for node in nodes}
-    for node in nodes:
-        for producer in producers[node]:  # each once (and only producers in this graph count)
-            if producer in pending:
-                pending[node] += 1
-                users[producer].append(node)
-    ready = [n for n in nodes if pending[n] == 0]
-    ready.reverse()
-    result: list[ir.Node] = []
-    while ready:
-        node = ready.pop()
-        result.append(node)
-        for user in reversed(users[node]):
-            pending[user] -= 1
-            if pending[user] == 0:
-                ready.append(user)
-    if len(result) != len(nodes):
-        from .errors import ModelError
-
-        stuck = next(n for n in nodes if pending[n] > 0)
-        raise ModelError(f"the graph has a cycle through node {stuck.name!r} ({op_label(stuck)})")
-    return result
 
 
 # --------------------------------------------------------------------------------------------------
@@ -311,25 +376,40 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
              on_error: Callable[[Backend, NodeUnit, Exception], Support] | None,
              answers: Mapping[str, Mapping[int, Support]]) -> Proposal:
     graph = model.graph
-    reads = _reads(graph)
-    producers = _producers(reads)
-    nodes = _topological_nodes(graph, producers=producers)
+    index = _GraphIndex(graph)
+    graph_nodes = index.graph_nodes  # nodes are numbered by their position here
+    position = index.position.__getitem__  # ... and ordered by their position in index.order
     graph_outputs = frozenset(graph.outputs)
-    order_index = {n: i for i, n in enumerate(nodes)}
-    owner: dict[ir.Node, str] = {}
+    #: Which backend took each node (by number), for the backends after it.
+    owner: list[str | None] = [None] * len(graph_nodes)
     memos: dict[str, dict[int, Support]] = {}
     per_backend: dict[str, BackendProposal] = {}
     reasons: dict[ir.Node, list[str]] = collections.defaultdict(list)
+    single_units: list[NodeUnit] | None = None  # one unit per node: the same for every backend
 
     for backend in backends:
         ctx = RuleContext(model, backend, graph)
-        units = build_node_units(graph, backend.qdq_ops(), nodes)
+        qdq_ops = backend.qdq_ops()
+        single = True
+        if qdq_ops and index.has_quantize():
+            units = build_node_units(graph, qdq_ops, index.nodes)
+            unit_list, unit_nodes, consumers, in_degree = _unit_graph(index, units)
+            order: Sequence[int] = range(len(unit_list))
+            single = len(unit_list) == len(graph_nodes) and all(len(members) == 1 for members in unit_nodes)
+        if single:  # (a QDQ-aware backend on a graph without QDQ units too): unit i is node i
+            if single_units is None:
+                single_units = _single_units(graph_nodes)
+            unit_list = single_units
+            units = dict(zip(graph_nodes, unit_list, strict=True))
+            unit_nodes = [(i,) for i in range(len(graph_nodes))] if any(owner) else []
+            consumers, order = index.consumers, index.order
+            in_degree = [len(p) for p in index.producers]
         ctx.units = units
+        memo = ctx._memo
         known = answers.get(backend.name)
         if known:  # not the placeholders of queries that raised: those are asked again
-            ctx._memo.update((key, answer) for key, answer in known.items() if answer is not _CYCLIC)
-        memos[backend.name] = ctx._memo
-        order, consumers, in_degree = _unit_edges(nodes, units, producers=producers)
+            memo.update((key, answer) for key, answer in known.items() if answer is not _CYCLIC)
+        memos[backend.name] = memo
         rejected: dict[ir.Node, str] = {}
         try:
             excluded = dict(backend.excluded_nodes(graph, ctx))
@@ -337,56 +417,89 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
             if on_error is None:
                 raise
             # A broken exclusion hook costs the backend all its claims, nothing else.
-            answer = on_error(backend, units[nodes[0]], exc) if nodes else Support.no(str(exc))
-            excluded = dict.fromkeys(nodes, answer.reason)
+            answer = on_error(backend, units[graph_nodes[index.order[0]]], exc) if graph_nodes else Support.no(str(exc))
+            excluded = dict.fromkeys(index.nodes, answer.reason)
+        taken = any(owner)
 
-        def is_supported(unit: NodeUnit, backend: Backend = backend, ctx: RuleContext = ctx,
-                         excluded: Mapping[ir.Node, str] = excluded, rejected: dict[ir.Node, str] = rejected) -> bool:
-            owned = next((owner[n] for n in unit.nodes if n in owner), None) if owner else None
+        def is_supported(u: int, backend: Backend = backend, ctx: RuleContext = ctx, memo: dict = memo,
+                         unit_list: list[NodeUnit] = unit_list, unit_nodes: list = unit_nodes, taken: bool = taken,
+                         excluded: Mapping[ir.Node, str] = excluded, rejected: dict[ir.Node, str] = rejected,
+                         single: bool = single) -> bool:
+            unit = unit_list[u]
+            owned = next((owner[i] for i in unit_nodes[u] if owner[i] is not None), None) if taken else None
             if owned is not None:
                 reason = f"taken by {owned}, which has priority"
-            elif unit.target in excluded:
+            elif excluded and unit.target in excluded:
                 reason = excluded[unit.target]
             else:
-                try:
-                    answer = ctx.claims_unit(unit)
-                except Exception as exc:
-                    if on_error is None:
-                        raise
-                    answer = on_error(backend, unit, exc)
-                if answer:
+                key = id(unit.target)
+                answer = memo.get(key)
+                if answer is None:  # ctx.claims_unit(unit), inlined: it is asked for every unit
+                    memo[key] = _CYCLIC  # guards rules that look back at this unit
+                    try:
+                        memo[key] = answer = backend.supports(unit, ctx)
+                    except Exception as exc:
+                        if on_error is None:
+                            raise
+                        answer = on_error(backend, unit, exc)
+                if answer is SUPPORTED or answer:
                     return True
                 reason = answer.reason or "unsupported"
-            for node in unit.nodes:
-                rejected[node] = reason
+            if single:
+                rejected[unit.target] = reason
+            else:
+                for node in unit.nodes:
+                    rejected[node] = reason
             return False
 
         partitions: list[Partition] = []
-        for group in wave_groups(order, consumers, in_degree, is_supported):
-            inputs, outputs = _partition_io(group, graph, reads, graph_outputs)
-            view = PartitionView(backend.name, tuple(group), inputs, outputs)
+        for group in _waves(order, consumers, in_degree, is_supported):
+            members = group if single else [i for u in group for i in unit_nodes[u]]
+            inputs, outputs = index.io(members, graph_outputs)
+            view = PartitionView(backend.name, tuple(map(unit_list.__getitem__, group)), inputs, outputs)
             try:
                 verdict_ = backend.accept_partition(view, ctx)
             except Exception as exc:
                 if on_error is None:
                     raise
-                verdict_ = on_error(backend, group[0], exc)
-            group_nodes = tuple(n for u in group for n in u.nodes)
+                verdict_ = on_error(backend, unit_list[group[0]], exc)
             if not verdict_:
-                for node in group_nodes:
-                    rejected[node] = f"partition dropped by {backend.name}: {verdict_.reason}"
+                reason = f"partition dropped by {backend.name}: {verdict_.reason}"
+                for i in members:
+                    rejected[graph_nodes[i]] = reason
                 continue
-            # Nodes of a partition in graph (topological) order.
-            group_nodes = tuple(sorted(group_nodes, key=order_index.__getitem__))
-            partitions.append(Partition(backend.name, group_nodes, inputs, outputs))
-            for node in group_nodes:
-                owner[node] = backend.name
+            members = sorted(members, key=position)  # the partition's nodes in topological order
+            partitions.append(Partition(backend.name, tuple(map(graph_nodes.__getitem__, members)), inputs, outputs))
+            for i in members:
+                owner[i] = backend.name
         for node, reason in rejected.items():
             reasons[node].append(f"{backend.name}: {reason}")
-        per_backend[backend.name] = BackendProposal(backend.name, partitions, rejected, len(nodes))
+        per_backend[backend.name] = BackendProposal(backend.name, partitions, rejected, len(graph_nodes))
 
-    placements = {
-        node: Placement(node, owner.get(node), "" if node in owner else "; ".join(reasons.get(node, [])))
-        for node in nodes
-    }
-    return Proposal(nodes, per_backend, placements, memos)
+    nodes = index.nodes
+    owners = list(map(owner.__getitem__, index.order))
+    if len(backends) == 1:  # a node is either taken or rejected, never both: no joining, no test
+        texts: Iterable[str] = map({node: texts[0] for node, texts in reasons.items()}.get, nodes, itertools.repeat(""))
+    else:
+        texts = ["" if name is not None else "; ".join(reasons.get(node, ()))
+                 for node, name in zip(nodes, owners, strict=True)]
+    return Proposal(nodes, per_backend, _placements(nodes, owners, texts), memos)
+
+
+def _placements(nodes: Iterable[ir.Node], owners: Iterable[str | None], texts: Iterable[str]
+                ) -> dict[ir.Node, Placement]:
+    """``{node: Placement(node, owner, text)}`` in half the time (one per node of the graph).
+
+    A field left at its default is not set on the instance: a dataclass keeps defaults as class attributes,
+    so these placements are indistinguishable from ones made by ``Placement(...)``.
+    """
+    new, set_field = object.__new__, object.__setattr__
+    result: dict[ir.Node, Placement] = {}
+    for node, owner, text in zip(nodes, owners, texts, strict=True):
+        placement = new(Placement)
+        set_field(placement, "node", node)
+        set_field(placement, "backend", owner)
+        if text:
+            set_field(placement, "reason", text)
+        result[node] = placement
+    return result

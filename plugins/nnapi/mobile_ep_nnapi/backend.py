@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import importlib
 import inspect
+import operator
 import pkgutil
 from collections.abc import Iterable, Mapping
 from typing import Literal
@@ -109,7 +111,7 @@ class NnapiOptions:
         if not all(isinstance(op, str) and op for op in self.stop_ops):
             raise ValueError(f"stop_ops must be op type names, got {self.stop_ops!r}")
 
-    @property
+    @functools.cached_property  # (asked for every node; the options are frozen)
     def feature_level(self) -> int:
         """The NNAPI feature level of :attr:`api_level` (1 for API 27 ... 5 for API 31)."""
         return feature_level_for_api(self.api_level)
@@ -196,9 +198,9 @@ class NnapiBackend(Backend):
         stop_ops = set(self.options.stop_ops)
         if not stop_ops:
             return {}
-        nodes = list(graph)
-        if not any(node.op_type in stop_ops for node in nodes):
+        if stop_ops.isdisjoint(map(_op_type, graph)):
             return {}  # the usual case: no need to map every node's consumers
+        nodes = list(graph)
         consumers = _top_level_consumers(nodes)
         excluded: dict[ir.Node, str] = {}
         for node in nodes:
@@ -265,6 +267,9 @@ class NnapiBackend(Backend):
             what = "has no inputs" if not partition.inputs else "reads only constant initializers"
             return Support.no(f"the partition {what}; ORT drops such partitions (fold them into constants instead)")
         return SUPPORTED
+
+
+_op_type = operator.attrgetter("op_type")
 
 
 def _top_level_consumers(nodes: Iterable[ir.Node]) -> dict[ir.Node, list[ir.Node]]:

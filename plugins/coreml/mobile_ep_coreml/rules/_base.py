@@ -213,7 +213,9 @@ def check_type(ctx: RuleContext, value: ir.Value | None, allowed: Iterable[DataT
 def check_conv_dims(ctx: RuleContext, checks: Sequence[tuple[str, tuple[int | None, ...] | None]]) -> Support:
     """ORT ``CheckShapeForConvMemoryLimit`` over (label, shape) pairs."""
     for label, shape in checks:
-        for dim in shape or ():
+        if not shape or (None not in shape and max(shape) <= CONV_MAX_DIM):
+            continue  # the usual case, without a loop over the dims
+        for dim in shape:
             if dim is not None and dim > CONV_MAX_DIM:
                 return Support.no(
                     f"{label} has a dim of {dim}; Core ML fails to load convolutions with a dim over {CONV_MAX_DIM}"
@@ -335,7 +337,7 @@ class CoreMLRule(OpRule):
             if value is None:
                 continue  # an omitted optional input
             result = self.check_input(node, index, value, ctx, static_only)
-            if not result:
+            if result is not SUPPORTED and not result:  # (the identity test spares a __bool__ call)
                 return result
         return self.check_types(unit, ctx)
 
@@ -353,8 +355,11 @@ class CoreMLRule(OpRule):
 
     def check_input(self, node: ir.Node, index: int, value: ir.Value, ctx: RuleContext,
                     static_only: bool) -> Support:
-        label = input_label(node, index)
         shape = ctx.shape(value)
+        if (shape is not None and not (static_only and None in shape) and (self.allow_empty_inputs or 0 not in shape)
+                and len(shape) <= MAX_RANK):
+            return SUPPORTED  # (asked for every input of every node: no label unless it is needed)
+        label = input_label(node, index)
         if shape is None:
             return Support.no(
                 f"{label} has no known shape; ORT's CoreML EP needs every input's shape "
@@ -375,6 +380,8 @@ class CoreMLRule(OpRule):
         """Element types of the inputs (ORT ``HasSupportedInputsImpl``); by default input 0 only."""
         node = unit.target
         allowed = self.input0_types_mlp if is_mlprogram(ctx) else self.input0_types_nn
+        if node.inputs and ctx.dtype(node.inputs[0]) in allowed:
+            return SUPPORTED  # the common case, without building the answer's text
         result = check_type(ctx, node.inputs[0] if node.inputs else None, allowed, input_label(node, 0))
         if not result and not is_mlprogram(ctx) and ctx.dtype(node.inputs[0]) in self.input0_types_mlp:
             return Support.no(f"{result.reason} (ML Program also takes {type_name(ctx.dtype(node.inputs[0]))})")

@@ -33,7 +33,7 @@ from mobile_ep import (
     op_label,
 )
 
-from ._quant import dtype_name, unit_inputs
+from ._quant import QUANTIZED_LAYOUT, dtype_name, unit_inputs
 
 __all__ = [
     "NnapiRule",
@@ -86,6 +86,11 @@ def shape_text(value: ir.Value | None, ctx: RuleContext) -> str:
 
 def input_value(unit: NodeUnit, index: int) -> ir.Value | None:
     """The unit's input *index* as ORT's NodeUnit lists it (the quantized tensor for a QDQ unit)."""
+    if unit.kind == "single":
+        node = unit.target
+        if node.op_type not in QUANTIZED_LAYOUT:  # the common case, without building the UnitIO list
+            ins = node.inputs
+            return ins[index] if index < len(ins) else None
     inputs = unit_inputs(unit)
     io = inputs[index] if index < len(inputs) else None
     return io.value if io is not None else None
@@ -111,6 +116,8 @@ def extended(ctx: RuleContext) -> bool:
 
 def input_count(unit: NodeUnit) -> int:
     """How many inputs ORT's NodeUnit lists (omitted inputs given as empty names included)."""
+    if unit.kind == "single" and unit.target.op_type not in QUANTIZED_LAYOUT:
+        return len(unit.target.inputs)
     return len(unit_inputs(unit))
 
 
@@ -158,7 +165,7 @@ class NnapiRule(OpRule):
     # -- hooks ----------------------------------------------------------------------------------------
     def feature_level(self, unit: NodeUnit, ctx: RuleContext) -> int:
         """The minimum feature level for this unit (ORT's ``GetMinSupportedNNAPIFeatureLevel``)."""
-        level = self.feature_levels.get(unit.op_type, self.min_feature_level)
+        level = self.feature_levels.get(unit.target.op_type, self.min_feature_level)
         if self.nchw_feature_level and ctx.options.use_nchw:
             level = max(level, 3)
         return level
@@ -184,22 +191,21 @@ class NnapiRule(OpRule):
     # -- the common checks ----------------------------------------------------------------------------
     def check_common(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         level = self.feature_level(unit, ctx)
-        result = needs_feature_level(ctx, level)
-        if not result:
-            return result
+        if ctx.options.feature_level < level:
+            return needs_feature_level(ctx, level)
         if unit.kind == "qdq" and unit.op_type not in self.qdq_op_types:
             return Support.no(
                 "NNAPI does not take this op as a QDQ node unit (DequantizeLinear → op → QuantizeLinear); "
                 "the whole unit stays on the CPU"
             )
         result = self._check_static_shapes(unit, ctx)
-        if not result:
+        if result is not SUPPORTED and not result:  # (the identity test spares a __bool__ call per node)
             return result
         result = self.check_io(unit, ctx)
-        if not result:
+        if result is not SUPPORTED and not result:
             return result
         opset = ctx.node_opset(unit.target)
-        floor = self.opset_floor(unit.op_type)
+        floor = self.opset_floor(unit.target.op_type)
         if opset < floor:
             return Support.no(f"opset {opset} is not supported (needs opset {floor} or later)")
         if opset > self.max_opset:
@@ -207,6 +213,16 @@ class NnapiRule(OpRule):
         return SUPPORTED
 
     def _check_static_shapes(self, unit: NodeUnit, ctx: RuleContext) -> Support:
+        if unit.kind == "single" and unit.target.op_type not in QUANTIZED_LAYOUT:
+            # The common case (no quantization parameters), asked for every node: the inputs as they are.
+            shape_of = ctx.shape
+            for value in unit.target.inputs:
+                if value is not None:
+                    shape = shape_of(value)
+                    if shape is None or None in shape:
+                        break
+            else:
+                return SUPPORTED
         for index, io in enumerate(unit_inputs(unit)):
             if io is None:
                 continue
@@ -224,7 +240,7 @@ class NnapiRule(OpRule):
 
     def supports(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         result = super().supports(unit, ctx)
-        if result and unit.op_type in self.internal_uint8:
+        if result and self.internal_uint8 and unit.target.op_type in self.internal_uint8:
             return self._check_internal_uint8(unit, ctx)
         return result
 

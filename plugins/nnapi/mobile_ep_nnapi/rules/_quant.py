@@ -56,6 +56,9 @@ _UNARY_QLINEAR = frozenset({
     "QLinearSigmoid", "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearLeakyRelu", "QLinearReduceMean",
 })
 _BINARY_QLINEAR = frozenset({"QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul"})
+#: Op types whose plain (non-QDQ) units list their inputs other than as the node's own inputs.
+QUANTIZED_LAYOUT = frozenset({"DequantizeLinear", "QuantizeLinear"}) | _UNARY_QLINEAR | _BINARY_QLINEAR
+
 _SINGLE_QUANTIZED = frozenset({
     "DequantizeLinear", "QuantizeLinear", "QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul",
     "QLinearSigmoid", "QLinearAveragePool",
@@ -77,6 +80,8 @@ def unit_inputs(unit: NodeUnit) -> tuple[UnitIO | None, ...]:
     node = unit.target
     ins = tuple(node.inputs)
     op = node.op_type
+    if op not in QUANTIZED_LAYOUT:  # the common case: the node's inputs as they are
+        return tuple([None if v is None else UnitIO(v) for v in ins])
     if op == "DequantizeLinear":
         return (_io(_at(ins, 0), _at(ins, 1), _at(ins, 2)),)
     if op == "QuantizeLinear":
@@ -110,9 +115,10 @@ def unit_outputs(unit: NodeUnit) -> tuple[UnitIO | None, ...]:
 
 def quantized_op_type(unit: NodeUnit) -> str | None:
     """ORT's ``QuantizedOpType``: ``QLinearConv``, ``QDQConv``, ``DequantizeLinear``, ... or ``None``."""
+    op = unit.target.op_type
     if unit.kind == "single":
-        return unit.op_type if unit.op_type in _SINGLE_QUANTIZED else None
-    return f"QDQ{unit.op_type}" if unit.op_type in QDQ_ACCEPTED_OPS else None
+        return op if op in _SINGLE_QUANTIZED else None
+    return f"QDQ{op}" if op in QDQ_ACCEPTED_OPS else None
 
 
 def _is_quant_conv(qtype: str | None) -> bool:
