@@ -222,14 +222,20 @@ class _GraphIndex:
         return tuple(inputs), tuple(outputs)
 
 
-def _kahn(producers: Sequence[Sequence[int]]) -> list[int] | None:
-    """A topological order of nodes given by their producers (depth first among ready nodes, graph order
-    first), or ``None`` if there is a cycle."""
+def _in_degrees(producers: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
+    """Each node's count of producers, and each node's users (in node order)."""
     pending = [len(p) for p in producers]
     users: list[list[int]] = [[] for _ in producers]
     for i, sources in enumerate(producers):
         for j in sources:
             users[j].append(i)
+    return pending, users
+
+
+def _kahn(producers: Sequence[Sequence[int]]) -> list[int] | None:
+    """A topological order of nodes given by their producers (depth first among ready nodes, graph order
+    first), or ``None`` if there is a cycle."""
+    pending, users = _in_degrees(producers)
     ready = [i for i, count in enumerate(pending) if not count]
     ready.reverse()
     result: list[int] = []
@@ -245,11 +251,7 @@ def _kahn(producers: Sequence[Sequence[int]]) -> list[int] | None:
 
 def _stuck(producers: Sequence[Sequence[int]]) -> int:
     """The first node (in graph order) that :func:`_kahn` cannot place."""
-    pending = [len(p) for p in producers]
-    users: list[list[int]] = [[] for _ in producers]
-    for i, sources in enumerate(producers):
-        for j in sources:
-            users[j].append(i)
+    pending, users = _in_degrees(producers)
     ready = [i for i, count in enumerate(pending) if not count]
     while ready:
         for user in users[ready.pop()]:
