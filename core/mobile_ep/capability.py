@@ -79,6 +79,7 @@ class Support:
 SUPPORTED = Support(True)
 _CYCLIC = Support(False, "cyclic support query")
 _ONLY_INTS = frozenset({int})
+_NUMBERS = frozenset({int, float})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -203,6 +204,8 @@ def attr(node: ir.Node, name: str, default: Any = None) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     if isinstance(value, (list, tuple)):
+        if _NUMBERS.issuperset(map(type, value)):  # ints or floats (kernel_shape, pads, ...): as they are
+            return tuple(value)
         return tuple(v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v for v in value)
     return value
 
@@ -294,8 +297,9 @@ class RuleContext:
     def dtype(self, value: ir.Value | None) -> ir.DataType | None:
         if value is None:
             return None
-        if value.dtype is not None:
-            return value.dtype
+        dtype = value.dtype
+        if dtype is not None:
+            return dtype
         if value.const_value is not None:
             return value.const_value.dtype
         return None

@@ -69,9 +69,20 @@ def _numel(shape: tuple[int | None, ...] | None) -> int:
 
 
 def _bytes(value: ir.Value, ctx: RuleContext) -> int:
-    dtype = ctx.dtype(value)
+    dtype = value.dtype
+    if dtype is None:
+        dtype = ctx.dtype(value)
     size = dtype.itemsize if dtype is not None else 4
-    return int(_numel(ctx.shape(value)) * size)
+    return int(_value_numel(value, ctx) * size)
+
+
+def _value_numel(value: ir.Value, ctx: RuleContext) -> int:
+    """``_numel(ctx.shape(value))``, without the tuple of the usual case (a shape of known ints)."""
+    shape = value.shape
+    dims = shape.dims if shape is not None else None
+    if dims is not None and _ONLY_INTS.issuperset(map(type, dims)):
+        return int(math.prod(dims))
+    return _numel(ctx.shape(value))
 
 
 _CONVS = frozenset({"Conv", "ConvTranspose"})
@@ -89,14 +100,7 @@ _SPECIAL = _CONVS | _MATMULS | _POOLS | _REDUCTIONS
 def node_flops(node: ir.Node, ctx: RuleContext) -> float:
     """Estimated FLOPs of one node (0 where shapes are unknown)."""
     outputs = node.outputs
-    out = 0
-    if outputs:  # _numel(ctx.shape(outputs[0])), inlined for the usual case of a known shape
-        shape = outputs[0].shape
-        dims = shape.dims if shape is not None else None
-        if dims is not None and _ONLY_INTS.issuperset(map(type, dims)):
-            out = int(math.prod(dims))
-        else:
-            out = _numel(ctx.shape(outputs[0]))
+    out = _value_numel(outputs[0], ctx) if outputs else 0
     op = node.op_type
     if op not in _SPECIAL:  # (asked for every claimed node: the element-wise ops decide here)
         if op in _TRANSCENDENTAL:

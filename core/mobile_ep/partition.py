@@ -122,6 +122,7 @@ _GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 
 _is_not_none = functools.partial(operator.is_not, None)
+_op_type = operator.attrgetter("op_type")
 
 
 def _has_subgraphs(node: ir.Node) -> bool:
@@ -140,8 +141,8 @@ class _GraphIndex:
     as producers: graph inputs, initializers and values made in subgraphs or outer scopes have none.
     """
 
-    __slots__ = ("graph_nodes", "order", "position", "producers", "consumers", "made_by", "outer_reads",
-                 "_has_quantize")
+    __slots__ = ("graph_nodes", "order", "position", "producers", "in_degree", "consumers", "made_by",
+                 "outer_reads", "_has_quantize")
 
     def __init__(self, graph: ir.Graph) -> None:
         self.graph_nodes = graph_nodes = list(graph)
@@ -157,29 +158,29 @@ class _GraphIndex:
             if _has_subgraphs(node):
                 values = self.outer_reads[i] = tuple(_outer_inputs(node))
                 producers[i] = tuple(filter(_is_not_none, dict.fromkeys(map(get, values))))
-        order = _kahn(producers)
+        in_degree, users = _in_degrees(producers)
+        order = _kahn(in_degree, users)
         if order is None:
             # A node reading its own output is not an edge (validation reports those); any other cycle is.
             for i, sources in enumerate(producers):
                 if i in sources:
                     producers[i] = tuple(j for j in sources if j != i)
-            order = _kahn(producers)
+            in_degree, users = _in_degrees(producers)
+            order = _kahn(in_degree, users)
             if order is None:
                 from .errors import ModelError
 
-                stuck = graph_nodes[_stuck(producers)]
+                stuck = graph_nodes[_stuck(in_degree, users)]
                 raise ModelError(f"the graph has a cycle through node {stuck.name!r} ({op_label(stuck)})")
         self.order = order
         self.position = position = [0] * len(order)
         for k, i in enumerate(order):
             position[i] = k
         self.producers = producers
-        #: Consumers of each node, in topological order (then in the order they read it).
-        self.consumers: list[list[int]] = [[] for _ in producers]
-        consumers = self.consumers
-        for i in order:
-            for j in producers[i]:
-                consumers[j].append(i)
+        self.in_degree = in_degree
+        #: Consumers of each node in topological order (each consumer once): the users, sorted where several.
+        key = position.__getitem__
+        self.consumers: list[list[int]] = [u if len(u) < 2 else sorted(u, key=key) for u in users]
         self._has_quantize: bool | None = None
 
     @property
@@ -189,7 +190,7 @@ class _GraphIndex:
 
     def has_quantize(self) -> bool:
         if self._has_quantize is None:
-            self._has_quantize = any(n.op_type == "QuantizeLinear" for n in self.graph_nodes)
+            self._has_quantize = "QuantizeLinear" in map(_op_type, self.graph_nodes)
         return self._has_quantize
 
     def io(self, members: Sequence[int], graph_outputs: frozenset[ir.Value]
@@ -232,10 +233,10 @@ def _in_degrees(producers: Sequence[Sequence[int]]) -> tuple[list[int], list[lis
     return pending, users
 
 
-def _kahn(producers: Sequence[Sequence[int]]) -> list[int] | None:
-    """A topological order of nodes given by their producers (depth first among ready nodes, graph order
-    first), or ``None`` if there is a cycle."""
-    pending, users = _in_degrees(producers)
+def _kahn(in_degree: Sequence[int], users: Sequence[Sequence[int]]) -> list[int] | None:
+    """A topological order of nodes given by their in-degrees and users (:func:`_in_degrees`; depth first
+    among ready nodes, graph order first), or ``None`` if there is a cycle."""
+    pending = list(in_degree)
     ready = [i for i, count in enumerate(pending) if not count]
     ready.reverse()
     result: list[int] = []
@@ -246,12 +247,12 @@ def _kahn(producers: Sequence[Sequence[int]]) -> list[int] | None:
             pending[user] -= 1
             if not pending[user]:
                 ready.append(user)
-    return result if len(result) == len(producers) else None
+    return result if len(result) == len(pending) else None
 
 
-def _stuck(producers: Sequence[Sequence[int]]) -> int:
+def _stuck(in_degree: Sequence[int], users: Sequence[Sequence[int]]) -> int:
     """The first node (in graph order) that :func:`_kahn` cannot place."""
-    pending, users = _in_degrees(producers)
+    pending = list(in_degree)
     ready = [i for i, count in enumerate(pending) if not count]
     while ready:
         for user in users[ready.pop()]:
@@ -404,8 +405,7 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
             unit_list = single_units
             units = dict(zip(graph_nodes, unit_list, strict=True))
             unit_nodes = [(i,) for i in range(len(graph_nodes))] if any(owner) else []
-            consumers, order = index.consumers, index.order
-            in_degree = [len(p) for p in index.producers]
+            consumers, order, in_degree = index.consumers, index.order, index.in_degree
         ctx.units = units
         memo = ctx._memo
         known = answers.get(backend.name)
