@@ -193,7 +193,7 @@ def _mb(value: int | None) -> str:
 
 
 def render(results: list[dict], description: str, backends: list[str], repeats: int,
-           profile: tuple[str, str] | None = None) -> str:
+           profile: tuple[str, str] | None = None, note: str = "") -> str:
     lines = [
         "# Scale: partitioning and check on generated graphs",
         "",
@@ -212,6 +212,8 @@ def render(results: list[dict], description: str, backends: list[str], repeats: 
         "per backend.",
         "",
     ]
+    if note:
+        lines += [note, ""]
     for kind in dict.fromkeys(r["kind"] for r in results):
         rows = [r for r in results if r["kind"] == kind]
         header = ("| nodes | initializers | " + " | ".join(f"partition {b}" for b in backends) +
@@ -272,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="families checked at every size, beyond --check-max")
     parser.add_argument("--profile", metavar="KIND:NODES", help="add a profile of partitioning that graph")
     parser.add_argument("--out", default="scale.md", help="file name under bench/results/")
+    parser.add_argument("--note", default="", help="a paragraph shown under the description (e.g. where cells not "
+                        "run this time were measured)")
     parser.add_argument("--child", nargs=4, metavar=("KIND", "NODES", "SAVE_TO", "REPEATS"), help=argparse.SUPPRESS)
     parser.add_argument("--child-profile", nargs=2, metavar=("KIND", "NODES"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -288,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     profile = None
 
     def write() -> str:
-        text = render(results, description, _backends(results), args.repeats, profile)
+        text = render(results, description, _backends(results), args.repeats, profile, args.note)
         write_result(args.out, text)
         return text
 

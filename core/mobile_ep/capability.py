@@ -331,6 +331,22 @@ class RuleContext:
         return answer
 
 
+class _ProposalContext(RuleContext):
+    """The :class:`RuleContext` of one proposal, which does not change the model while it runs: each value's
+    shape is worked out once, however many rules ask for it (a rewrite's context must not do this)."""
+
+    def __init__(self, model: ir.Model, backend: Backend, graph: ir.Graph | None = None) -> None:
+        super().__init__(model, backend, graph)
+        self._shapes: dict[ir.Value | None, tuple[int | None, ...] | None] = {}
+
+    def shape(self, value: ir.Value | None) -> tuple[int | None, ...] | None:
+        shapes = self._shapes
+        if value in shapes:
+            return shapes[value]
+        result = shapes[value] = RuleContext.shape(self, value)
+        return result
+
+
 # --------------------------------------------------------------------------------------------------
 # Op rules
 # --------------------------------------------------------------------------------------------------
@@ -395,6 +411,8 @@ class RuleRegistry:
 
     def __init__(self, rules: Iterable[OpRule] = ()) -> None:
         self._rules: dict[tuple[str, str], list[OpRule]] = {}
+        #: :meth:`lookup`'s answers by (domain, op_type, opset); emptied by :meth:`add`.
+        self._found: dict[tuple[str, str, int], OpRule | None] = {}
         for rule in rules:
             self.add(rule)
 
@@ -406,6 +424,7 @@ class RuleRegistry:
         if not rule.op_types:
             raise ValueError(f"{type(rule).__name__} declares no op_types")
         lo, hi = rule.opsets
+        self._found.clear()
         for op_type in rule.op_types:
             entries = self._rules.setdefault(self._key(rule.domain, op_type), [])
             clashes = [r for r in entries if r.opsets[0] <= hi and lo <= r.opsets[1]]
@@ -445,11 +464,19 @@ class RuleRegistry:
         return registry
 
     def lookup(self, domain: str, op_type: str, opset: int) -> OpRule | None:
+        key = (domain, op_type, opset)
+        try:
+            return self._found[key]  # (asked for every node: the answer once per op type and opset)
+        except KeyError:
+            pass
+        found = None
         for rule in self._rules.get(("" if domain == "ai.onnx" else domain, op_type), ()):
             low, high = rule.opsets
             if low <= opset <= high:
-                return rule
-        return None
+                found = rule
+                break
+        self._found[key] = found
+        return found
 
     def __iter__(self) -> Iterator[tuple[str, str, OpRule]]:
         for (domain, op_type), rules in sorted(self._rules.items()):

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import onnx_ir as ir
 
 from .capability import _ONLY_INTS, RuleContext, attr
-from .partition import Partition
+from .partition import Partition, _gc_paused
 
 __all__ = ["CostParams", "PartitionCost", "node_flops", "partition_cost", "select_partitions"]
 
@@ -73,7 +73,11 @@ def _bytes(value: ir.Value, ctx: RuleContext) -> int:
     if dtype is None:
         dtype = ctx.dtype(value)
     size = dtype.itemsize if dtype is not None else 4
-    return int(_value_numel(value, ctx) * size)
+    shape = value.shape  # _value_numel(value, ctx), inlined: asked for every partition input and output
+    dims = shape.dims if shape is not None else None
+    if dims is not None and _ONLY_INTS.issuperset(map(type, dims)):
+        return int(math.prod(dims) * size)
+    return int(_numel(ctx.shape(value)) * size)
 
 
 def _value_numel(value: ir.Value, ctx: RuleContext) -> int:
@@ -100,14 +104,25 @@ _SPECIAL = _CONVS | _MATMULS | _POOLS | _REDUCTIONS
 def node_flops(node: ir.Node, ctx: RuleContext) -> float:
     """Estimated FLOPs of one node (0 where shapes are unknown)."""
     outputs = node.outputs
-    out = _value_numel(outputs[0], ctx) if outputs else 0
+    if outputs:  # _value_numel(outputs[0], ctx), inlined: asked for every claimed node
+        shape = outputs[0].shape
+        dims = shape.dims if shape is not None else None
+        out = math.prod(dims) if dims is not None and _ONLY_INTS.issuperset(map(type, dims)) else \
+            _numel(ctx.shape(outputs[0]))
+    else:
+        out = 0
     op = node.op_type
-    if op not in _SPECIAL:  # (asked for every claimed node: the element-wise ops decide here)
+    if op not in _SPECIAL:  # (the element-wise ops decide here)
         if op in _TRANSCENDENTAL:
             return 5.0 * out
         if op in _DATA_MOVEMENT:
             return 0.25 * out  # data movement only
         return float(out)
+    return _special_flops(node, op, out, ctx)
+
+
+def _special_flops(node: ir.Node, op: str, out: int, ctx: RuleContext) -> float:
+    """:func:`node_flops` of the ops in ``_SPECIAL``, given the output's element count *out*."""
     if op in _CONVS:
         w = ctx.shape(node.inputs[1]) if len(node.inputs) > 1 else None
         if w is None or None in w:
@@ -131,7 +146,8 @@ def node_flops(node: ir.Node, ctx: RuleContext) -> float:
 
 def partition_cost(partition: Partition, ctx: RuleContext, params: CostParams) -> PartitionCost:
     flops = sum(map(node_flops, partition.nodes, itertools.repeat(ctx)))
-    boundary = sum([_bytes(v, ctx) for v in partition.inputs if not ctx.is_constant(v)])
+    is_constant = ctx.is_constant
+    boundary = sum([_bytes(v, ctx) for v in partition.inputs if not is_constant(v)])
     boundary += sum([_bytes(v, ctx) for v in partition.outputs])
     saving = flops / (params.cpu_gflops * 1e3) * (1.0 - 1.0 / params.speedup)
     overhead = boundary / (params.copy_gbps * 1e3) + params.dispatch_us
@@ -148,7 +164,8 @@ def select_partitions(
     use_cost: bool = True,
 ) -> list[PartitionCost]:
     """Decide which partitions are worth keeping; each answer carries its reason."""
-    costs = [partition_cost(p, ctx, params) for p in partitions]
+    with _gc_paused():  # (one cost per partition, and nothing cyclic: see partition._gc_paused)
+        costs = [partition_cost(p, ctx, params) for p in partitions]
     for cost in costs:
         if min_nodes is not None and cost.nodes < min_nodes:
             cost.kept, cost.reason = False, f"fewer than --min-nodes {min_nodes} nodes"

@@ -32,6 +32,7 @@ from .capability import (
     PartitionView,
     RuleContext,
     Support,
+    _ProposalContext,
     _single_units,
     op_label,
 )
@@ -121,8 +122,13 @@ def _outer_inputs(node: ir.Node) -> Iterable[ir.Value]:
 _GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 
+_GRAPH_ATTRIBUTE_SET = frozenset(_GRAPH_ATTRIBUTES)
 _is_not_none = functools.partial(operator.is_not, None)
 _op_type = operator.attrgetter("op_type")
+_inputs = operator.attrgetter("inputs")
+_outputs = operator.attrgetter("outputs")
+_attribute_data = operator.attrgetter("attributes.data")  # (the mapping itself, not the slower UserDict view)
+_attribute_type = operator.attrgetter("type")
 
 
 def _has_subgraphs(node: ir.Node) -> bool:
@@ -146,18 +152,25 @@ class _GraphIndex:
 
     def __init__(self, graph: ir.Graph) -> None:
         self.graph_nodes = graph_nodes = list(graph)
-        self.made_by = made_by = {value: i for i, node in enumerate(graph_nodes) for value in node.outputs}
+        # (map/chain keep these loops in C: they run for every node)
+        outputs = list(map(_outputs, graph_nodes))
+        numbers = itertools.chain.from_iterable(map(itertools.repeat, range(len(graph_nodes)), map(len, outputs)))
+        self.made_by = made_by = dict(zip(itertools.chain.from_iterable(outputs), numbers, strict=True))
         get = made_by.get
-        # Each node's distinct producers, in the order it first reads them (map/filter keep this loop in C:
-        # it runs for every node).  Values nothing here makes map to None and are dropped.
-        producers = [tuple(filter(_is_not_none, dict.fromkeys(map(get, node.inputs)))) for node in graph_nodes]
+        # Each node's distinct producers, in the order it first reads them.  Values nothing here makes map to
+        # None and are dropped.
+        producers = [tuple(filter(_is_not_none, dict.fromkeys(map(get, inputs))))
+                     for inputs in map(_inputs, graph_nodes)]
         #: What nodes with subgraphs read, their subgraphs' reads from this scope included (:func:`_outer_inputs`).
         self.outer_reads: dict[int, tuple[ir.Value, ...]] = {}
-        for i in [i for i, node in enumerate(graph_nodes) if node.attributes.data]:
-            node = graph_nodes[i]
-            if _has_subgraphs(node):
-                values = self.outer_reads[i] = tuple(_outer_inputs(node))
-                producers[i] = tuple(filter(_is_not_none, dict.fromkeys(map(get, values))))
+        attributes = list(map(_attribute_data, graph_nodes))
+        kinds = map(_attribute_type, itertools.chain.from_iterable(map(dict.values, filter(None, attributes))))
+        if not _GRAPH_ATTRIBUTE_SET.isdisjoint(kinds):  # (none in most graphs: then no node is looked at)
+            for i in [i for i, data in enumerate(attributes) if data]:
+                node = graph_nodes[i]
+                if _has_subgraphs(node):
+                    values = self.outer_reads[i] = tuple(_outer_inputs(node))
+                    producers[i] = tuple(filter(_is_not_none, dict.fromkeys(map(get, values))))
         in_degree, users = _in_degrees(producers)
         order = _kahn(in_degree, users)
         if order is None:
@@ -391,7 +404,7 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
     single_units: list[NodeUnit] | None = None  # one unit per node: the same for every backend
 
     for backend in backends:
-        ctx = RuleContext(model, backend, graph)
+        ctx = _ProposalContext(model, backend, graph)
         qdq_ops = backend.qdq_ops()
         single = True
         if qdq_ops and index.has_quantize():
