@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import mmap
 import os
 import pathlib
 import re
@@ -965,7 +966,16 @@ def save(model: ir.Model, path: str | os.PathLike, *, external_data: str | None 
             # Small: embed weights that still live in another file (e.g. a temp dir) in memory.
             ir.external_data.load_to_model(model)
             ir.save(model, tmp)
+    if external_data is None:  # every weight is in the file: its size is the whole model's
+        if len(_SAVED_WHOLE) > 256:
+            _SAVED_WHOLE.clear()
+        _SAVED_WHOLE.add(_identity(path, path.stat()))
     return path
+
+
+#: Files :func:`save` wrote with every weight inside, by identity (:func:`_identity`: a file changed since
+#: is not found): :func:`ort_format_fits` measures them by their size.
+_SAVED_WHOLE: set[tuple] = set()
 
 
 def _varint(value: int) -> bytes:
@@ -1032,10 +1042,34 @@ def _embed_external_data(source: pathlib.Path, target: pathlib.Path) -> bool:
     return True
 
 
+#: How a tensor's ``location`` entry is encoded (``StringStringEntryProto.key``, field 1, 8 bytes): every
+#: tensor stored as external data has one, so a file without these bytes keeps all its weights inside.
+_LOCATION_KEY = b"\n\x08location"
+
+
+def _may_have_external_data(path: pathlib.Path) -> bool:
+    """False only if the file at *path* cannot refer to external data (a scan of its bytes, no parse)."""
+    with open(path, "rb") as f:
+        try:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return data.find(_LOCATION_KEY) >= 0
+        except ValueError:  # an empty file cannot be mapped
+            return False
+
+
 def ort_format_fits(path: str | os.PathLike) -> bool:
-    """Whether the model at *path*, weights included, fits in one ORT format file (flatbuffers: < 2 GB)."""
+    """Whether the model at *path*, weights included, fits in one ORT format file (flatbuffers: < 2 GB).
+
+    A file that holds all its weights (one :func:`save` wrote so, or one without any external-data entry)
+    is measured by its size; only one that may refer to external data is parsed to add up its tensors.
+    """
     p = pathlib.Path(path)
-    total = p.stat().st_size
+    st = p.stat()
+    total = st.st_size
+    if total > SINGLE_FILE_MAX_BYTES:
+        return False
+    if _identity(p, st) in _SAVED_WHOLE or not _may_have_external_data(p):
+        return True
     proto = onnx.load(str(p), load_external_data=False)
     for tensor in onnx.external_data_helper._get_all_tensors(proto):
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
