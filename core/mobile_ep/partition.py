@@ -472,6 +472,8 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
             members = group if single else [i for u in group for i in unit_nodes[u]]
             inputs, outputs = index.io(members, graph_outputs)
             view = PartitionView(backend.name, tuple(map(unit_list.__getitem__, group)), inputs, outputs)
+            # (the units' nodes, in the units' order: what view.nodes would work out unit by unit)
+            object.__setattr__(view, "_nodes", tuple(map(graph_nodes.__getitem__, members)))
             try:
                 verdict_ = backend.accept_partition(view, ctx)
             except Exception as exc:

@@ -99,9 +99,10 @@ def input_value(unit: NodeUnit, index: int) -> ir.Value | None:
 def rank_between(ctx: RuleContext, unit: NodeUnit, lo: int, hi: int, index: int = 0, what: str = "") -> Support:
     """Input *index* has a rank in [lo, hi]."""
     value = input_value(unit, index)
-    rank = ctx.rank(value)
-    if rank is None:
+    shape = ctx.shape(value)  # ctx.rank(value)
+    if shape is None:
         return Support.no(f"input {index} has no shape")
+    rank = len(shape)
     if lo <= rank <= hi:
         return SUPPORTED
     label = what or f"input {index}"
@@ -166,6 +167,7 @@ class NnapiRule(OpRule):
     _plain_level: ClassVar[bool] = True
     _plain_shapes: ClassVar[bool] = True
     _plain_floor: ClassVar[bool] = True
+    _plain_io: ClassVar[bool] = True
 
     # -- hooks ----------------------------------------------------------------------------------------
     def feature_level(self, unit: NodeUnit, ctx: RuleContext) -> int:
@@ -211,7 +213,8 @@ class NnapiRule(OpRule):
                 "NNAPI does not take this op as a QDQ node unit (DequantizeLinear → op → QuantizeLinear); "
                 "the whole unit stays on the CPU"
             )
-        if self._plain_shapes and unit.kind == "single" and op not in QUANTIZED_LAYOUT:
+        plain = unit.kind == "single" and op not in QUANTIZED_LAYOUT  # input_value(unit, i) is node.inputs[i]
+        if self._plain_shapes and plain:
             # _check_static_shapes' common case (no quantization parameters): the inputs as they are.
             shape_of = ctx.shape
             for value in node.inputs:
@@ -226,9 +229,10 @@ class NnapiRule(OpRule):
             result = self._check_static_shapes(unit, ctx)
             if result is not SUPPORTED and not result:  # (the identity test spares a __bool__ call per node)
                 return result
-        result = self.check_io(unit, ctx)
-        if result is not SUPPORTED and not result:
-            return result
+        if not (self._plain_io and plain and ctx.dtype(node.inputs[0] if node.inputs else None) in self.input_dtypes):
+            result = self.check_io(unit, ctx)  # (unless check_io's common case passed just above)
+            if result is not SUPPORTED and not result:
+                return result
         domain = node.domain
         opset = ctx._opsets.get(domain)  # ctx.node_opset(node)
         if opset is None:
@@ -284,6 +288,7 @@ class NnapiRule(OpRule):
         cls._plain_level = cls.feature_level is NnapiRule.feature_level
         cls._plain_shapes = cls._check_static_shapes is NnapiRule._check_static_shapes
         cls._plain_floor = cls.opset_floor is NnapiRule.opset_floor
+        cls._plain_io = cls.check_io is NnapiRule.check_io and cls.check_input_dtype is NnapiRule.check_input_dtype
 
     def _check_internal_uint8(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         """A plain node on uint8 data must read it from a node of its own partition (no graph inputs).
