@@ -274,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="families checked at every size, beyond --check-max")
     parser.add_argument("--profile", metavar="KIND:NODES", help="add a profile of partitioning that graph")
     parser.add_argument("--out", default="scale.md", help="file name under bench/results/")
+    parser.add_argument("--rows", metavar="FILE.json",
+                        help="keep the measured rows in this file: rows it holds from earlier runs (other families or "
+                             "sizes) are shown too, and this run's rows replace theirs (to run one family at a time)")
     parser.add_argument("--note", default="", help="a paragraph shown under the description (e.g. where cells not "
                         "run this time were measured)")
     parser.add_argument("--child", nargs=4, metavar=("KIND", "NODES", "SAVE_TO", "REPEATS"), help=argparse.SUPPRESS)
@@ -290,9 +293,17 @@ def main(argv: list[str] | None = None) -> int:
     description = machine()
     results: list[dict] = []
     profile = None
+    rows_file = pathlib.Path(args.rows) if args.rows else None
+    earlier: list[dict] = json.loads(rows_file.read_text()) if rows_file and rows_file.exists() else []
 
     def write() -> str:
-        text = render(results, description, _backends(results), args.repeats, profile, args.note)
+        done = {(r["kind"], r["nodes"]) for r in results}
+        rows = [r for r in earlier if (r["kind"], r["nodes"]) not in done] + results
+        order = {kind: i for i, kind in enumerate(graphs.KINDS)}
+        rows.sort(key=lambda r: (order.get(r["kind"], len(order)), r["nodes"]))
+        if rows_file:
+            rows_file.write_text(json.dumps(rows))
+        text = render(rows, description, _backends(rows), args.repeats, profile, args.note)
         write_result(args.out, text)
         return text
 
@@ -319,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
                     if row["check"].get("rc"):
                         print(f"{kind} {size}: check failed\n{row['check']['stderr']}", file=sys.stderr)
                     model_path.unlink(missing_ok=True)
+                if "check" in row:
+                    row["check"] = {k: row["check"].get(k) for k in ("seconds", "stages", "peak_rss", "rc")}
                 results.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "check"} | {
                     "check": {k: row.get("check", {}).get(k) for k in ("seconds", "stages", "peak_rss")}}),
