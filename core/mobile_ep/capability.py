@@ -470,7 +470,7 @@ class RuleRegistry:
         except KeyError:
             pass
         found = None
-        for rule in self._rules.get(("" if domain == "ai.onnx" else domain, op_type), ()):
+        for rule in self._rules.get(self._key(domain, op_type), ()):
             low, high = rule.opsets
             if low <= opset <= high:
                 found = rule
@@ -574,11 +574,8 @@ class Backend:
     # -- capability ---------------------------------------------------------------------------------
     def supports(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         target = unit.target  # (asked for every node: no detours through properties)
-        domain = target.domain
-        opset = ctx._opsets.get(domain)
-        if opset is None:
-            opset = ctx.opset(domain)
-        rule = self.rules.lookup(domain, target.op_type, opset)
+        opset = ctx.node_opset(target)
+        rule = self.rules.lookup(target.domain, target.op_type, opset)
         if rule is None:
             if (unit.domain, unit.op_type) in self.rules:
                 return Support.no(f"opset {opset} is not covered by any {self.name} rule")

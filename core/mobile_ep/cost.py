@@ -73,11 +73,7 @@ def _bytes(value: ir.Value, ctx: RuleContext) -> int:
     if dtype is None:
         dtype = ctx.dtype(value)
     size = dtype.itemsize if dtype is not None else 4
-    shape = value.shape  # _value_numel(value, ctx), inlined: asked for every partition input and output
-    dims = shape.dims if shape is not None else None
-    if dims is not None and _ONLY_INTS.issuperset(map(type, dims)):
-        return int(math.prod(dims) * size)
-    return int(_numel(ctx.shape(value)) * size)
+    return _value_numel(value, ctx) * size
 
 
 def _value_numel(value: ir.Value, ctx: RuleContext) -> int:
@@ -104,13 +100,7 @@ _SPECIAL = _CONVS | _MATMULS | _POOLS | _REDUCTIONS
 def node_flops(node: ir.Node, ctx: RuleContext) -> float:
     """Estimated FLOPs of one node (0 where shapes are unknown)."""
     outputs = node.outputs
-    if outputs:  # _value_numel(outputs[0], ctx), inlined: asked for every claimed node
-        shape = outputs[0].shape
-        dims = shape.dims if shape is not None else None
-        out = math.prod(dims) if dims is not None and _ONLY_INTS.issuperset(map(type, dims)) else \
-            _numel(ctx.shape(outputs[0]))
-    else:
-        out = 0
+    out = _value_numel(outputs[0], ctx) if outputs else 0
     op = node.op_type
     if op not in _SPECIAL:  # (the element-wise ops decide here)
         if op in _TRANSCENDENTAL:

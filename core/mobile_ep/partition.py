@@ -246,9 +246,9 @@ def _in_degrees(producers: Sequence[Sequence[int]]) -> tuple[list[int], list[lis
     return pending, users
 
 
-def _kahn(in_degree: Sequence[int], users: Sequence[Sequence[int]]) -> list[int] | None:
-    """A topological order of nodes given by their in-degrees and users (:func:`_in_degrees`; depth first
-    among ready nodes, graph order first), or ``None`` if there is a cycle."""
+def _drain(in_degree: Sequence[int], users: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    """Kahn's algorithm (depth first among ready nodes, graph order first): the nodes placed, in order, and
+    each node's count of producers never placed (all zero unless there is a cycle)."""
     pending = list(in_degree)
     ready = [i for i, count in enumerate(pending) if not count]
     ready.reverse()
@@ -260,18 +260,19 @@ def _kahn(in_degree: Sequence[int], users: Sequence[Sequence[int]]) -> list[int]
             pending[user] -= 1
             if not pending[user]:
                 ready.append(user)
+    return result, pending
+
+
+def _kahn(in_degree: Sequence[int], users: Sequence[Sequence[int]]) -> list[int] | None:
+    """A topological order of nodes given by their in-degrees and users (:func:`_in_degrees`), or ``None``
+    if there is a cycle."""
+    result, pending = _drain(in_degree, users)
     return result if len(result) == len(pending) else None
 
 
 def _stuck(in_degree: Sequence[int], users: Sequence[Sequence[int]]) -> int:
     """The first node (in graph order) that :func:`_kahn` cannot place."""
-    pending = list(in_degree)
-    ready = [i for i, count in enumerate(pending) if not count]
-    while ready:
-        for user in users[ready.pop()]:
-            pending[user] -= 1
-            if not pending[user]:
-                ready.append(user)
+    _, pending = _drain(in_degree, users)
     return next(i for i, count in enumerate(pending) if count > 0)
 
 

@@ -357,13 +357,10 @@ class CoreMLRule(OpRule):
         :meth:`check_types`'s answer."""
         node = unit.target
         options = ctx.options
-        mlp = options.model_format == "MLProgram"  # is_mlprogram(ctx)
+        mlp = is_mlprogram(ctx)
         if not (self.mlprogram if mlp else self.neuralnetwork):
             return None
-        domain = node.domain
-        opset = ctx._opsets.get(domain)  # ctx.node_opset(node)
-        if opset is None:
-            opset = ctx.opset(domain)
+        opset = ctx.node_opset(node)
         if not self.min_opset <= opset <= self.max_opset:
             return None
         static_only = options.require_static_input_shapes

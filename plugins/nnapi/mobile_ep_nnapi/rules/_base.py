@@ -233,10 +233,7 @@ class NnapiRule(OpRule):
             result = self.check_io(unit, ctx)  # (unless check_io's common case passed just above)
             if result is not SUPPORTED and not result:
                 return result
-        domain = node.domain
-        opset = ctx._opsets.get(domain)  # ctx.node_opset(node)
-        if opset is None:
-            opset = ctx.opset(domain)
+        opset = ctx.node_opset(node)
         if self._plain_floor:
             floors = self.min_opsets
             floor = floors.get(op, self.min_opset) if floors else self.min_opset
