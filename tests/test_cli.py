@@ -115,6 +115,8 @@ def test_check_json_has_the_documented_fields(relu_model, plugins):
     assert partition["estimate"]["kept"] is False
     assert partition["estimate"]["reason"].startswith("not worth its copies")
     assert partition["estimate"]["flops"] == 4 and partition["estimate"]["boundary_bytes"] == 32
+    assert type(partition["estimate"]["boundary_bytes"]) is int  # bytes, not 32.0
+    assert partition["estimate"]["reason"].endswith("moving 32 bytes")
     assert toy["unsupported"] == [{"node": "erf", "op": "Erf", "reason": "Erf: toy has no rule for Erf"}]
     assert toy["verdict"] == "NO"  # 1 partition with 50% of the nodes
 

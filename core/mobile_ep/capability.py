@@ -15,6 +15,7 @@ import dataclasses
 import enum
 import importlib
 import inspect
+import itertools
 import pkgutil
 import types
 import typing
@@ -79,6 +80,12 @@ class Support:
 SUPPORTED = Support(True)
 _CYCLIC = Support(False, "cyclic support query")
 _ONLY_INTS = frozenset({int})
+#: ``dict.get``'s default in :meth:`_ProposalContext.signature`: a value whose facts are not worked out yet.
+_NOT_YET = object()
+_NOT_YET_DEFAULTS = itertools.repeat(_NOT_YET)
+#: Attribute types a node signature holds (:meth:`_ProposalContext.signature`).
+_PLAIN_ATTRIBUTES = frozenset({ir.AttributeType.INT, ir.AttributeType.FLOAT, ir.AttributeType.STRING,
+                               ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS})
 _NUMBERS = frozenset({int, float})
 
 
@@ -321,6 +328,11 @@ class RuleContext:
         """Whether this backend supports *node* (memoized; for rules that depend on neighbours)."""
         return self.claims_unit(self.unit_of(node))
 
+    def reads_graph(self) -> None:
+        """Say that the answer being worked out depends on more than the node's signature (see
+        :attr:`OpRule.signature_memo`): a rule that reads the graph other than through this context's
+        ``constant``, ``producer``, ``consumers``, ``is_graph_output``, ``unit_of`` and ``claims`` calls it."""
+
     def claims_unit(self, unit: NodeUnit) -> Support:
         memo = self._memo
         key = id(unit.target)
@@ -333,17 +345,97 @@ class RuleContext:
 
 class _ProposalContext(RuleContext):
     """The :class:`RuleContext` of one proposal, which does not change the model while it runs: each value's
-    shape is worked out once, however many rules ask for it (a rewrite's context must not do this)."""
+    shape is worked out once, however many rules ask for it (a rewrite's context must not do this).
+
+    It also tells whether the rule it serves read anything a node's :meth:`signature` does not hold (another
+    node, a constant's values, a value's consumers): ``beyond_signature`` is set when it did.
+    """
 
     def __init__(self, model: ir.Model, backend: Backend, graph: ir.Graph | None = None) -> None:
         super().__init__(model, backend, graph)
         self._shapes: dict[ir.Value | None, tuple[int | None, ...] | None] = {}
+        self._facts: dict[ir.Value | None, tuple | None] = {None: None}  # (an omitted optional input)
+        self.beyond_signature = False
 
     def shape(self, value: ir.Value | None) -> tuple[int | None, ...] | None:
         shapes = self._shapes
         if value in shapes:
             return shapes[value]
         result = shapes[value] = RuleContext.shape(self, value)
+        return result
+
+    # -- what a signature does not hold --------------------------------------------------------------
+    def reads_graph(self) -> None:
+        self.beyond_signature = True
+
+    def constant(self, value: ir.Value | None) -> np.ndarray | None:
+        self.beyond_signature = True
+        return RuleContext.constant(self, value)
+
+    def producer(self, value: ir.Value | None) -> ir.Node | None:
+        self.beyond_signature = True
+        return RuleContext.producer(self, value)
+
+    def consumers(self, value: ir.Value) -> list[ir.Node]:
+        self.beyond_signature = True
+        return RuleContext.consumers(self, value)
+
+    def is_graph_output(self, value: ir.Value) -> bool:
+        self.beyond_signature = True
+        return RuleContext.is_graph_output(self, value)
+
+    def unit_of(self, node: ir.Node) -> NodeUnit:
+        self.beyond_signature = True
+        return RuleContext.unit_of(self, node)
+
+    def claims_unit(self, unit: NodeUnit) -> Support:
+        self.beyond_signature = True
+        return RuleContext.claims_unit(self, unit)
+
+    # -- signatures ----------------------------------------------------------------------------------
+    def signature(self, node: ir.Node) -> tuple | None:
+        """What a rule with ``signature_memo`` may read of *node* through this context, as a key: op, domain,
+        attributes, and for each input and output its element type, dims (symbolic ones by name), whether it
+        is a constant initializer, any initializer, or the output of a ``Constant`` node.  ``None`` when an
+        attribute is not a plain value (a tensor, a graph, a reference): such nodes are always asked.
+        """
+        data = node.attributes.data  # (the mapping itself, not the slower UserDict view)
+        if data:
+            items = []
+            for name, attribute in data.items():
+                if attribute.type not in _PLAIN_ATTRIBUTES or attribute.is_ref():
+                    return None
+                value = attribute.value
+                items.append((name, tuple(value) if type(value) is list else value))
+            attributes: tuple = tuple(items)
+        else:
+            attributes = ()
+        get = self._facts.get
+        # (the inputs' facts were mostly worked out as their producers' outputs: looked up in one C-level pass)
+        inputs = tuple(map(get, node.inputs, _NOT_YET_DEFAULTS))
+        if _NOT_YET in inputs:
+            inputs = tuple([self._fact(v) if f is _NOT_YET else f for v, f in zip(node.inputs, inputs, strict=True)])
+        outputs = tuple(map(self._fact, node.outputs))
+        return (node.op_type, node.domain, attributes, inputs, outputs)
+
+    def _fact(self, value: ir.Value) -> tuple:
+        """A value's part of a node signature (worked out once per value)."""
+        facts = self._facts
+        if value in facts:
+            return facts[value]
+        shape = value.shape
+        if shape is not None:
+            dims: tuple | None = shape.dims  # (ints and SymbolicDims, which compare and hash by name)
+        else:
+            dims = RuleContext.shape(self, value)
+        producer = value.producer()
+        from_constant_node = producer is not None and producer.op_type == "Constant" and producer.domain in ("", "ai.onnx")
+        if value.const_value is None and not self.pending_constants:  # (a node's output: the usual case)
+            result = (value.dtype, dims, False, False, from_constant_node)
+        else:
+            result = (self.dtype(value), dims, self.is_constant(value),
+                      value.is_initializer() and value.const_value is not None, from_constant_node)
+        self._facts[value] = result
         return result
 
 
@@ -368,6 +460,13 @@ class OpRule:
     #: Opsets the op is *supported* in; outside it the answer is "unsupported" with the reason.
     min_opset: ClassVar[int] = 1
     max_opset: ClassVar[int] = MAX_OPSET
+    #: The rule's "supported" answer for a single node is a function of the node's signature (op, attributes,
+    #: the element types, shapes and constness of its inputs and outputs; see
+    #: :meth:`_ProposalContext.signature`) and of what it reads through the context's ``constant``,
+    #: ``producer``, ``consumers``, ``is_graph_output``, ``unit_of`` and ``claims`` (or announces with
+    #: ``ctx.reads_graph()``).  Then the partitioner asks the rule once per signature, not once per node.
+    #: Off by default: set it only for rules that read nothing else of the graph directly.
+    signature_memo: ClassVar[bool] = False
 
     def supports(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         """Common checks, then the op's own.  Exceptions are the caller's to isolate."""

@@ -73,7 +73,7 @@ def _bytes(value: ir.Value, ctx: RuleContext) -> int:
     if dtype is None:
         dtype = ctx.dtype(value)
     size = dtype.itemsize if dtype is not None else 4
-    return _value_numel(value, ctx) * size
+    return int(_value_numel(value, ctx) * size)  # (itemsize is a float: 0.5 for 4-bit types)
 
 
 def _value_numel(value: ir.Value, ctx: RuleContext) -> int:

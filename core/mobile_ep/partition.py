@@ -30,7 +30,6 @@ from .capability import (
     Backend,
     NodeUnit,
     PartitionView,
-    RuleContext,
     Support,
     _ProposalContext,
     _single_units,
@@ -39,6 +38,12 @@ from .capability import (
 from .qdq import build_node_units
 
 __all__ = ["Partition", "Placement", "BackendProposal", "Proposal", "propose", "wave_groups", "verdict"]
+
+#: Ask a rule with ``signature_memo`` once per node signature (off only to test that it changes no answer).
+SIGNATURE_MEMO = True
+#: Tests set a dict here to share one memo across the proposals of many small models (by backend object,
+#: opsets and IR version), so that the same signature comes before the memo many times.
+_SHARED_SIGNATURES: dict | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -437,10 +442,21 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
             excluded = dict.fromkeys(index.nodes, answer.reason)
         taken = any(owner)
 
-        def is_supported(u: int, backend: Backend = backend, ctx: RuleContext = ctx, memo: dict = memo,
+        # "Supported" answers by node signature, for rules whose answer is a function of it (OpRule.signature_memo):
+        # when the backend asks its rules the usual way (Backend.supports), and only for single-node units.
+        signatures: dict[tuple, Support] | None = None
+        if SIGNATURE_MEMO and type(backend).supports is Backend.supports:
+            signatures = {} if _SHARED_SIGNATURES is None else _SHARED_SIGNATURES.setdefault(
+                (id(backend), tuple(sorted(model.opset_imports.items())), model.ir_version), {})
+
+        memo_ops: dict[tuple[str, str], bool] = {}  # whether an op's rule has signature_memo
+
+        def is_supported(u: int, backend: Backend = backend, ctx: _ProposalContext = ctx, memo: dict = memo,
                          unit_list: list[NodeUnit] = unit_list, unit_nodes: list = unit_nodes, taken: bool = taken,
                          excluded: Mapping[ir.Node, str] = excluded, rejected: dict[ir.Node, str] = rejected,
-                         single: bool = single) -> bool:
+                         single: bool = single, signatures: dict | None = signatures,
+                         lookup: Callable = backend.rules.lookup, memo_ops: dict[tuple[str, str], bool] = memo_ops
+                         ) -> bool:
             unit = unit_list[u]
             owned = next((owner[i] for i in unit_nodes[u] if owner[i] is not None), None) if taken else None
             if owned is not None:
@@ -448,12 +464,29 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
             elif excluded and unit.target in excluded:
                 reason = excluded[unit.target]
             else:
-                key = id(unit.target)
+                target = unit.target
+                key = id(target)
                 answer = memo.get(key)
                 if answer is None:  # ctx.claims_unit(unit), inlined: it is asked for every unit
                     memo[key] = _CYCLIC  # guards rules that look back at this unit
                     try:
-                        memo[key] = answer = backend.supports(unit, ctx)
+                        signature = None
+                        if signatures is not None and (single or unit.kind == "single"):
+                            op = (target.domain, target.op_type)  # (one opset per domain in a model)
+                            memo_op = memo_ops.get(op)
+                            if memo_op is None:
+                                rule = lookup(target.domain, target.op_type, ctx.node_opset(target))
+                                memo_op = memo_ops[op] = rule is not None and rule.signature_memo
+                            if memo_op:
+                                signature = ctx.signature(target)
+                                if signature is not None:
+                                    answer = signatures.get(signature)
+                        if answer is None:
+                            ctx.beyond_signature = False
+                            answer = backend.supports(unit, ctx)
+                            if signature is not None and answer is SUPPORTED and not ctx.beyond_signature:
+                                signatures[signature] = answer  # type: ignore[index]
+                        memo[key] = answer
                     except Exception as exc:
                         if on_error is None:
                             raise

@@ -176,6 +176,7 @@ def constant_value(ctx: RuleContext, value: ir.Value | None) -> np.ndarray | Non
         return None
     if ctx.is_constant(value):
         return ctx.constant(value)
+    ctx.reads_graph()  # (a Constant node's value)
     return _constant_node_value(value)
 
 
@@ -190,6 +191,7 @@ def initializer_value(ctx: RuleContext, value: ir.Value | None) -> np.ndarray | 
     if not is_initializer(ctx, value):
         return None
     assert value is not None
+    ctx.reads_graph()  # (the values themselves)
     if value.const_value is not None:
         return value.const_value.numpy()
     return _constant_node_value(value)
@@ -305,16 +307,13 @@ class CoreMLRule(OpRule):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._plain_checks = (cls.check_format is CoreMLRule.check_format and cls.check_input is CoreMLRule.check_input
-                             and cls.check_common is CoreMLRule.check_common)
-        cls._plain_types = cls.check_types is CoreMLRule.check_types
         lower = cls.__dict__.get("lower")
         if lower is not None and not getattr(lower, "_names_failures", False):
             cls.lower = _lowering(lower)  # type: ignore[attr-defined]
 
-    #: Whether the class keeps the shared checks as they are (set for each subclass): check_common's fast path.
-    _plain_checks: ClassVar[bool] = True
-    _plain_types: ClassVar[bool] = True
+    #: The rules read the graph only through the context and the helpers above (which announce what a node's
+    #: signature does not hold): the partitioner asks them once per node signature.
+    signature_memo: ClassVar[bool] = True
     #: ORT builds the op into a NeuralNetwork model.
     neuralnetwork: ClassVar[bool] = True
     #: ORT builds the op into an ML Program (``SupportsMLProgram``).
@@ -330,10 +329,6 @@ class CoreMLRule(OpRule):
     # -- the shared checks ----------------------------------------------------------------------------
     def check_common(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         node = unit.target
-        if self._plain_checks:  # the checks below as they are: the common case first (asked for every node)
-            result = self._passes_common(unit, ctx)
-            if result is not None:
-                return result
         result = self.check_format(ctx)
         if not result:
             return result
@@ -349,34 +344,6 @@ class CoreMLRule(OpRule):
             result = self.check_input(node, index, value, ctx, static_only)
             if result is not SUPPORTED and not result:  # (the identity test spares a __bool__ call)
                 return result
-        return self.check_types(unit, ctx)
-
-    def _passes_common(self, unit: NodeUnit, ctx: RuleContext) -> Support | None:
-        """:meth:`check_common`'s format, opset and input checks in one pass, for a rule that keeps
-        :meth:`check_format` and :meth:`check_input` as they are: ``None`` unless every one passes, then
-        :meth:`check_types`'s answer."""
-        node = unit.target
-        options = ctx.options
-        mlp = is_mlprogram(ctx)
-        if not (self.mlprogram if mlp else self.neuralnetwork):
-            return None
-        opset = ctx.node_opset(node)
-        if not self.min_opset <= opset <= self.max_opset:
-            return None
-        static_only = options.require_static_input_shapes
-        allow_empty = self.allow_empty_inputs
-        shape_of = ctx.shape
-        inputs = node.inputs
-        for value in inputs:
-            if value is None:
-                continue
-            shape = shape_of(value)  # check_input's conditions
-            if (shape is None or (static_only and None in shape) or (not allow_empty and 0 in shape)
-                    or len(shape) > MAX_RANK):
-                return None
-        if self._plain_types and inputs and ctx.dtype(inputs[0]) in (self.input0_types_mlp if mlp else
-                                                                     self.input0_types_nn):
-            return SUPPORTED  # check_types' common case
         return self.check_types(unit, ctx)
 
     def check_format(self, ctx: RuleContext) -> Support:

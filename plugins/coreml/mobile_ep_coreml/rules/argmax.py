@@ -19,10 +19,9 @@ class ArgMax(CoreMLRule):
             return Support.no("select_last_index=1; Core ML's argmax returns the first maximum")
         if is_mlprogram(ctx):
             return SUPPORTED
-        uses = list(node.outputs[0].uses())
-        if len(uses) > 1:
-            for use in uses:
-                consumer = use.node
+        consumers = ctx.consumers(node.outputs[0])
+        if len(consumers) > 1:
+            for consumer in consumers:
                 if consumer.op_type == "Cast" and attr(consumer, "to") == DataType.INT32.value:
                     return Support.no(
                         "NeuralNetwork: the output feeds a Cast to int32 and other nodes; ORT can only fuse "

@@ -11,7 +11,6 @@ from mobile_ep import SUPPORTED, CompileError, NodeUnit, RuleContext, Support, a
 from mobile_ep_coreml.mil import MILBuilder
 
 from ._base import (
-    CONV_MAX_DIM,
     FLOAT,
     FLOAT16,
     CoreMLRule,
@@ -44,11 +43,9 @@ def check_conv(unit: NodeUnit, ctx: RuleContext) -> Support:
     if y_shape is None:
         return Support.no("the output shape is unknown (ORT needs it to check Core ML's dim limit)")
     assert w_shape is not None and x_shape is not None  # every input's shape is checked in check_common
-    if not (None not in w_shape and None not in x_shape and None not in y_shape and w_shape and x_shape and y_shape
-            and max(*w_shape, *x_shape, *y_shape) <= CONV_MAX_DIM):  # (else every dim is within the limit)
-        result = check_conv_dims(ctx, (("weight", w_shape), ("input", x_shape), ("output", y_shape)))
-        if not result:
-            return result
+    result = check_conv_dims(ctx, (("weight", w_shape), ("input", x_shape), ("output", y_shape)))
+    if not result:
+        return result
     if len(w_shape) not in (3, 4):
         return Support.no(
             f"weight has rank {len(w_shape)} ({len(w_shape) - 2}-D conv); ORT takes 1-D and 2-D convolutions only"

@@ -99,10 +99,9 @@ def input_value(unit: NodeUnit, index: int) -> ir.Value | None:
 def rank_between(ctx: RuleContext, unit: NodeUnit, lo: int, hi: int, index: int = 0, what: str = "") -> Support:
     """Input *index* has a rank in [lo, hi]."""
     value = input_value(unit, index)
-    shape = ctx.shape(value)  # ctx.rank(value)
-    if shape is None:
+    rank = ctx.rank(value)
+    if rank is None:
         return Support.no(f"input {index} has no shape")
-    rank = len(shape)
     if lo <= rank <= hi:
         return SUPPORTED
     label = what or f"input {index}"
@@ -162,12 +161,8 @@ class NnapiRule(OpRule):
     nchw_feature_level: ClassVar[bool] = False
     #: Op types taking uint8 input 0 outside QDQ form, only from a node of their own partition.
     internal_uint8: ClassVar[frozenset[str]] = frozenset()
-    #: Whether the class keeps feature_level, _check_static_shapes and opset_floor as they are (set for each
-    #: subclass): check_common then runs them inline.
-    _plain_level: ClassVar[bool] = True
-    _plain_shapes: ClassVar[bool] = True
-    _plain_floor: ClassVar[bool] = True
-    _plain_io: ClassVar[bool] = True
+    #: The rules read the graph only through the context (the partitioner asks them once per node signature).
+    signature_memo: ClassVar[bool] = True
 
     # -- hooks ----------------------------------------------------------------------------------------
     def feature_level(self, unit: NodeUnit, ctx: RuleContext) -> int:
@@ -197,15 +192,7 @@ class NnapiRule(OpRule):
 
     # -- the common checks ----------------------------------------------------------------------------
     def check_common(self, unit: NodeUnit, ctx: RuleContext) -> Support:
-        node = unit.target
-        op = node.op_type
-        if self._plain_level:  # self.feature_level(unit, ctx), inlined (asked for every node)
-            levels = self.feature_levels
-            level = levels.get(op, self.min_feature_level) if levels else self.min_feature_level
-            if self.nchw_feature_level and ctx.options.use_nchw:
-                level = max(level, 3)
-        else:
-            level = self.feature_level(unit, ctx)
+        level = self.feature_level(unit, ctx)
         if ctx.options.feature_level < level:
             return needs_feature_level(ctx, level)
         if unit.kind == "qdq" and unit.op_type not in self.qdq_op_types:
@@ -213,32 +200,14 @@ class NnapiRule(OpRule):
                 "NNAPI does not take this op as a QDQ node unit (DequantizeLinear → op → QuantizeLinear); "
                 "the whole unit stays on the CPU"
             )
-        plain = unit.kind == "single" and op not in QUANTIZED_LAYOUT  # input_value(unit, i) is node.inputs[i]
-        if self._plain_shapes and plain:
-            # _check_static_shapes' common case (no quantization parameters): the inputs as they are.
-            shape_of = ctx.shape
-            for value in node.inputs:
-                if value is not None:
-                    shape = shape_of(value)
-                    if shape is None or None in shape:
-                        result = self._check_static_shapes(unit, ctx)
-                        if result is not SUPPORTED and not result:
-                            return result
-                        break
-        else:
-            result = self._check_static_shapes(unit, ctx)
-            if result is not SUPPORTED and not result:  # (the identity test spares a __bool__ call per node)
-                return result
-        if not (self._plain_io and plain and ctx.dtype(node.inputs[0] if node.inputs else None) in self.input_dtypes):
-            result = self.check_io(unit, ctx)  # (unless check_io's common case passed just above)
-            if result is not SUPPORTED and not result:
-                return result
-        opset = ctx.node_opset(node)
-        if self._plain_floor:
-            floors = self.min_opsets
-            floor = floors.get(op, self.min_opset) if floors else self.min_opset
-        else:
-            floor = self.opset_floor(op)
+        result = self._check_static_shapes(unit, ctx)
+        if result is not SUPPORTED and not result:  # (the identity test spares a __bool__ call per node)
+            return result
+        result = self.check_io(unit, ctx)
+        if result is not SUPPORTED and not result:
+            return result
+        opset = ctx.node_opset(unit.target)
+        floor = self.opset_floor(unit.target.op_type)
         if opset < floor:
             return Support.no(f"opset {opset} is not supported (needs opset {floor} or later)")
         if opset > self.max_opset:
@@ -272,20 +241,10 @@ class NnapiRule(OpRule):
         return SUPPORTED
 
     def supports(self, unit: NodeUnit, ctx: RuleContext) -> Support:
-        result = self.check_common(unit, ctx)  # OpRule.supports, inlined (asked for every node)
-        if result is not SUPPORTED and not result:
-            return result
-        result = self.check(unit, ctx)
-        if self.internal_uint8 and result and unit.target.op_type in self.internal_uint8:
+        result = super().supports(unit, ctx)
+        if result and self.internal_uint8 and unit.target.op_type in self.internal_uint8:
             return self._check_internal_uint8(unit, ctx)
         return result
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._plain_level = cls.feature_level is NnapiRule.feature_level
-        cls._plain_shapes = cls._check_static_shapes is NnapiRule._check_static_shapes
-        cls._plain_floor = cls.opset_floor is NnapiRule.opset_floor
-        cls._plain_io = cls.check_io is NnapiRule.check_io and cls.check_input_dtype is NnapiRule.check_input_dtype
 
     def _check_internal_uint8(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         """A plain node on uint8 data must read it from a node of its own partition (no graph inputs).

@@ -7,7 +7,6 @@ from mobile_ep_nnapi.nnapi import OperationCode as Op
 
 from ._base import NnapiRule, input_value, rank_between
 from ._quant import (
-    QUANTIZED_LAYOUT,
     check_binary_quantized_types,
     check_quantized_io,
     dtype_name,
@@ -53,12 +52,6 @@ def check_quantized_binary_io(unit: NodeUnit, ctx: RuleContext) -> Support:
 
 def check_binary_ranks(unit: NodeUnit, ctx: RuleContext) -> Support:
     """Both inputs of rank ≤4."""
-    if unit.kind == "single" and unit.target.op_type not in QUANTIZED_LAYOUT:  # the inputs as they are
-        inputs = unit.target.inputs
-        if len(inputs) >= 2:
-            a, b = ctx.shape(inputs[0]), ctx.shape(inputs[1])
-            if a is not None and b is not None and len(a) <= 4 and len(b) <= 4:
-                return SUPPORTED  # (what the loop below answers, without its calls)
     for index in (0, 1):
         result = rank_between(ctx, unit, 0, 4, index)
         if not result:

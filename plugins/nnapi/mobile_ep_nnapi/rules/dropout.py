@@ -18,7 +18,7 @@ class DropoutRule(NnapiRule):
     def check(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         """Inference only: no mask output in use, training_mode (input 2) absent or a constant false."""
         node = unit.target
-        if len(node.outputs) > 1 and (node.outputs[1].uses() or ctx.is_graph_output(node.outputs[1])):
+        if len(node.outputs) > 1 and (ctx.consumers(node.outputs[1]) or ctx.is_graph_output(node.outputs[1])):
             return Support.no("the mask output is used")
         if len(node.inputs) > 2 and node.inputs[2] is not None:
             mode = ctx.constant(node.inputs[2])
