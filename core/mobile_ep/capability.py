@@ -403,9 +403,9 @@ class _ProposalContext(RuleContext):
         if data:
             items = []
             for name, attribute in data.items():
-                if attribute.type not in _PLAIN_ATTRIBUTES or attribute.is_ref():
+                value = attribute.value  # (None for a reference to a function's attribute)
+                if value is None or attribute.type not in _PLAIN_ATTRIBUTES:
                     return None
-                value = attribute.value
                 items.append((name, tuple(value) if type(value) is list else value))
             attributes: tuple = tuple(items)
         else:
@@ -415,8 +415,21 @@ class _ProposalContext(RuleContext):
         inputs = tuple(map(get, node.inputs, _NOT_YET_DEFAULTS))
         if _NOT_YET in inputs:
             inputs = tuple([self._fact(v) if f is _NOT_YET else f for v, f in zip(node.inputs, inputs, strict=True)])
-        outputs = tuple(map(self._fact, node.outputs))
-        return (node.op_type, node.domain, attributes, inputs, outputs)
+        op_type, domain = node.op_type, node.domain
+        # The outputs' facts, as _fact works them out, knowing their producer (this node).
+        from_constant_node = op_type == "Constant" and domain in ("", "ai.onnx")
+        outputs = []
+        for value in node.outputs:
+            fact = get(value, _NOT_YET)
+            if fact is _NOT_YET:
+                if value.const_value is None and not self.pending_constants:
+                    shape = value.shape
+                    fact = self._facts[value] = (value.dtype, shape.dims if shape is not None else None, False, False,
+                                                 from_constant_node)
+                else:
+                    fact = self._fact(value)
+            outputs.append(fact)
+        return (op_type, domain, attributes, inputs, tuple(outputs))
 
     def _fact(self, value: ir.Value) -> tuple:
         """A value's part of a node signature (worked out once per value)."""
