@@ -227,3 +227,24 @@ def _has(name: str) -> bool:
     except ImportError:
         return False
     return True
+
+
+def test_a_rule_that_announces_its_reads_is_asked_for_every_node(monkeypatch):
+    class Announcing(_Toy):
+        """Dropout's rule reads something of its own and says so with ctx.reads_graph()."""
+
+        def build_rules(self):
+            registry = super().build_rules()  # (fresh rule classes, made by this call)
+            for _, _, rule in registry:
+                if rule.op_types == ("Dropout",):
+                    def check(self, unit, ctx):
+                        _Toy.calls.append(unit.target.name)
+                        ctx.reads_graph()
+                        return SUPPORTED
+
+                    type(rule).check = check
+            return registry
+
+    monkeypatch.setattr(_Toy, "calls", [])
+    propose(_relu_chain(20), [Announcing()])
+    assert sorted(c for c in _Toy.calls if c.startswith("drop")) == sorted(f"drop{i}" for i in range(20))

@@ -15,7 +15,6 @@ import dataclasses
 import enum
 import importlib
 import inspect
-import itertools
 import pkgutil
 import types
 import typing
@@ -80,9 +79,6 @@ class Support:
 SUPPORTED = Support(True)
 _CYCLIC = Support(False, "cyclic support query")
 _ONLY_INTS = frozenset({int})
-#: ``dict.get``'s default in :meth:`_ProposalContext.signature`: a value whose facts are not worked out yet.
-_NOT_YET = object()
-_NOT_YET_DEFAULTS = itertools.repeat(_NOT_YET)
 #: Attribute types a node signature holds (:meth:`_ProposalContext.signature`).
 _PLAIN_ATTRIBUTES = frozenset({ir.AttributeType.INT, ir.AttributeType.FLOAT, ir.AttributeType.STRING,
                                ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS})
@@ -410,32 +406,15 @@ class _ProposalContext(RuleContext):
             attributes: tuple = tuple(items)
         else:
             attributes = ()
-        get = self._facts.get
-        # (the inputs' facts were mostly worked out as their producers' outputs: looked up in one C-level pass)
-        inputs = tuple(map(get, node.inputs, _NOT_YET_DEFAULTS))
-        if _NOT_YET in inputs:
-            inputs = tuple([self._fact(v) if f is _NOT_YET else f for v, f in zip(node.inputs, inputs, strict=True)])
-        op_type, domain = node.op_type, node.domain
-        # The outputs' facts, as _fact works them out, knowing their producer (this node).
-        from_constant_node = op_type == "Constant" and domain in ("", "ai.onnx")
-        outputs = []
-        for value in node.outputs:
-            fact = get(value, _NOT_YET)
-            if fact is _NOT_YET:
-                if value.const_value is None and not self.pending_constants:
-                    shape = value.shape
-                    fact = self._facts[value] = (value.dtype, shape.dims if shape is not None else None, False, False,
-                                                 from_constant_node)
-                else:
-                    fact = self._fact(value)
-            outputs.append(fact)
-        return (op_type, domain, attributes, inputs, tuple(outputs))
+        fact = self._fact
+        return (node.op_type, node.domain, attributes, tuple(map(fact, node.inputs)), tuple(map(fact, node.outputs)))
 
-    def _fact(self, value: ir.Value) -> tuple:
-        """A value's part of a node signature (worked out once per value)."""
+    def _fact(self, value: ir.Value | None) -> tuple | None:
+        """A value's part of a node signature (worked out once per value; ``None`` for an omitted input)."""
         facts = self._facts
         if value in facts:
             return facts[value]
+        assert value is not None  # (None is in the facts from the start)
         shape = value.shape
         if shape is not None:
             dims: tuple | None = shape.dims  # (ints and SymbolicDims, which compare and hash by name)
@@ -443,12 +422,8 @@ class _ProposalContext(RuleContext):
             dims = RuleContext.shape(self, value)
         producer = value.producer()
         from_constant_node = producer is not None and producer.op_type == "Constant" and producer.domain in ("", "ai.onnx")
-        if value.const_value is None and not self.pending_constants:  # (a node's output: the usual case)
-            result = (value.dtype, dims, False, False, from_constant_node)
-        else:
-            result = (self.dtype(value), dims, self.is_constant(value),
-                      value.is_initializer() and value.const_value is not None, from_constant_node)
-        self._facts[value] = result
+        result = facts[value] = (self.dtype(value), dims, self.is_constant(value),
+                                 value.is_initializer() and value.const_value is not None, from_constant_node)
         return result
 
 

@@ -449,14 +449,11 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
             signatures = {} if _SHARED_SIGNATURES is None else _SHARED_SIGNATURES.setdefault(
                 (id(backend), tuple(sorted(model.opset_imports.items())), model.ir_version), {})
 
-        memo_ops: dict[tuple[str, str], bool] = {}  # whether an op's rule has signature_memo
-
         def is_supported(u: int, backend: Backend = backend, ctx: _ProposalContext = ctx, memo: dict = memo,
                          unit_list: list[NodeUnit] = unit_list, unit_nodes: list = unit_nodes, taken: bool = taken,
                          excluded: Mapping[ir.Node, str] = excluded, rejected: dict[ir.Node, str] = rejected,
                          single: bool = single, signatures: dict | None = signatures,
-                         lookup: Callable = backend.rules.lookup, memo_ops: dict[tuple[str, str], bool] = memo_ops
-                         ) -> bool:
+                         lookup: Callable = backend.rules.lookup) -> bool:
             unit = unit_list[u]
             owned = next((owner[i] for i in unit_nodes[u] if owner[i] is not None), None) if taken else None
             if owned is not None:
@@ -472,12 +469,8 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
                     try:
                         signature = None
                         if signatures is not None and (single or unit.kind == "single"):
-                            op = (target.domain, target.op_type)  # (one opset per domain in a model)
-                            memo_op = memo_ops.get(op)
-                            if memo_op is None:
-                                rule = lookup(target.domain, target.op_type, ctx.node_opset(target))
-                                memo_op = memo_ops[op] = rule is not None and rule.signature_memo
-                            if memo_op:
+                            rule = lookup(target.domain, target.op_type, ctx.node_opset(target))
+                            if rule is not None and rule.signature_memo:
                                 signature = ctx.signature(target)
                                 if signature is not None:
                                     answer = signatures.get(signature)
