@@ -110,3 +110,81 @@ def test_model_from_load_for_analysis_outlives_its_work_folder(tmp_path):
     with tempfile.TemporaryDirectory() as work:
         model = api.load_for_analysis(path, work)
     np.testing.assert_array_equal(model.graph.initializers["w"].const_value.numpy(), weight)
+
+
+def _copied_skeleton(proto):
+    """What :func:`mobile_ep.ir._skeleton` copied for every model before it learnt to return the model itself."""
+    skeleton = onnx.ModelProto(ir_version=proto.ir_version)
+    skeleton.opset_import.extend(proto.opset_import)
+    skeleton.functions.extend(proto.functions)
+    skeleton.graph.name = proto.graph.name
+    for field in ("node", "input", "output", "value_info", "initializer"):
+        getattr(skeleton.graph, field).extend(getattr(proto.graph, field))
+    return skeleton
+
+
+def test_shape_check_infers_on_the_model_itself_when_nothing_is_left_out():
+    """check_inferred_shapes infers on the model itself (no copy) when it has no large or external weights
+    to leave out: the inferred types and shapes are those of the copy it made before, dynamic dims too."""
+    from mepkit import LIGHT_MODELS
+
+    dynamic = make_model([helper.make_node("Shape", ["x"], ["s"], name="shape"),
+                          helper.make_node("ConstantOfShape", ["s"], ["z"], name="zeros"),
+                          helper.make_node("Add", ["x", "b"], ["y"], name="add")],
+                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", None, 4])],
+                         [tensor("y", ["N", None, 4]), tensor("z", None)],
+                         [const("b", np.ones(4, np.float32))])
+    dynamic.graph.value_info.append(helper.make_tensor_value_info("s", TensorProto.INT64, [3]))
+    protos = [mir.read_proto(path) for path in LIGHT_MODELS] + [dynamic]
+    for proto in protos:
+        assert mir._skeleton(proto) is proto
+        infer = lambda m: onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False,  # noqa: E731
+                                                            data_prop=True)
+        mine, copied = infer(proto).graph, infer(_copied_skeleton(proto)).graph
+        assert list(mine.value_info) == list(copied.value_info)
+        assert list(mine.output) == list(copied.output)
+        mir.check_inferred_shapes(proto)
+
+
+def test_shape_check_copies_the_model_without_large_or_external_weights(tmp_path):
+    big = const("w", np.ones((128, 256), np.float32))  # 128 KB: over the skeleton's 64 KB
+    proto = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                       [tensor("x", [1, 128])], [tensor("y", [1, 256])], [big])
+    skeleton = mir._skeleton(proto)
+    assert skeleton is not proto and not skeleton.graph.initializer[0].raw_data
+    path, _ = model_with_external_weights(tmp_path)
+    external = onnx.load(str(path), load_external_data=False)
+    skeleton = mir._skeleton(external)
+    assert skeleton is not external and not skeleton.graph.initializer[0].external_data
+    sparse = onnx.ModelProto()
+    sparse.CopyFrom(proto)
+    del sparse.graph.initializer[:]
+    sparse.graph.initializer.append(const("w", np.ones((4, 4), np.float32)))
+    sparse.graph.sparse_initializer.add().values.name = "unused"
+    assert mir._skeleton(sparse) is not sparse  # the copy leaves sparse initializers out, as before
+
+
+@pytest.mark.parametrize(("entries", "message"), [
+    ({"location": "../m.weights"}, "contains '..'"),
+    ({"location": "m.weights", "offset": "16384"}, "past the end"),
+    ({"location": "m.weights", "length": "12"}, "does not match its shape"),
+])
+def test_every_external_tensor_is_inspected_though_locations_are_judged_once(tmp_path, entries, message):
+    """The inspection judges each external-data location once per model (tensors share a few files), but
+    every tensor's own entries still are: a second tensor on an accepted file, or on another, is refused."""
+    path, _ = model_with_external_weights(tmp_path)
+    proto = onnx.load(str(path), load_external_data=False)
+    second = proto.graph.initializer.add()
+    second.CopyFrom(proto.graph.initializer[0])
+    second.name = "w2"
+    del second.external_data[:]
+    for key, value in {"location": "m.weights", "offset": "0", "length": "16384", **entries}.items():
+        second.external_data.add(key=key, value=value)
+    proto.graph.node[0].input[1] = "w2"
+    proto.graph.node.add().CopyFrom(helper.make_node("MatMul", ["x", "w"], ["y2"], name="mm2"))
+    proto.graph.output.append(tensor("y2", [1, 64]))
+    bad = tmp_path / "two.onnx"
+    bad.write_bytes(proto.SerializeToString())
+    mir.read_proto(path)  # the first tensor alone is fine
+    with pytest.raises(ModelError, match=f"initializer 'w2' refused: .*{message}"):
+        mir.read_proto(bad)

@@ -347,3 +347,31 @@ def test_check_rewrites_in_place_and_the_reports_are_unchanged_by_it():
     for name in BUILTIN:
         assert forward.backends[name].as_dict() == backward.backends[name].as_dict()
         assert forward.after_convert[name].as_dict() == backward.after_convert[name].as_dict()
+
+
+@pytest.mark.parametrize("model", LIGHT_MODELS, ids=lambda p: p.stem)
+def test_check_after_convert_is_what_each_backend_plans_alone(model, tmp_path):
+    """check plans the backends whose rewrites leave the analyzed model as it is first, sharing it, and
+    the rewriting ones last (the last in place, no copy): every "after convert" report is the one a plan
+    of that backend alone, on the optimized file read afresh, gives; reports keep the backends' order."""
+    report = api.check(model, BUILTIN)
+    assert list(report.after_convert) == BUILTIN
+    optimized, _ = api._optimized_path(model, tmp_path, None)
+    backends = api.resolve_backends(BUILTIN)
+    for backend in backends:
+        alone = api._plan(optimized, backend, api.PipelineOptions(), False)
+        assert report.after_convert[backend.name].as_dict() == alone.report.as_dict()
+
+
+def test_check_plans_a_single_rewriting_backend_in_place():
+    """On light_inception_v1 only Core ML rewrites (two nodes): it is planned last, rewriting the analyzed
+    model itself, whatever the order the backends are given in; the reports do not depend on that order."""
+    if BUILTIN != ["nnapi", "coreml"]:
+        pytest.skip("needs both built-in backends")
+    path = LIGHT_DIR / "light_inception_v1.onnx"
+    forward, backward = api.check(path, BUILTIN), api.check(path, list(reversed(BUILTIN)))
+    assert forward.after_convert["coreml"].rewrites and not forward.after_convert["nnapi"].rewrites
+    assert list(backward.after_convert) == list(reversed(BUILTIN))
+    for name in BUILTIN:
+        assert forward.after_convert[name].as_dict() == backward.after_convert[name].as_dict()
+        assert forward.backends[name].as_dict() == backward.backends[name].as_dict()

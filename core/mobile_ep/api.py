@@ -446,7 +446,7 @@ def _fresh_copy(optimized: pathlib.Path, source: ir.Model | None) -> ir.Model:
 
 def _plan(optimized: pathlib.Path, backend: Backend, options: PipelineOptions, strict: bool,
           source: ir.Model | None = None, reuse: Proposal | None = None, share: bool = False,
-          consume: bool = False) -> _Plan:
+          consume: bool = False, defer: bool = False) -> _Plan | None:
     """Legalize for *backend*, partition, judge partitions; undo rewrites that only made bad partitions.
 
     *source*: the model already loaded from *optimized* and not changed since; each attempt then works on a
@@ -454,6 +454,7 @@ def _plan(optimized: pathlib.Path, backend: Backend, options: PipelineOptions, s
     *backend* alone, taken as it is when no rewrite applies (the model is then unchanged).  *share*: the
     caller will not change the returned model, so *source* itself is used when no rewrite can apply.
     *consume*: the caller no longer needs *source*: the first attempt rewrites it in place (no copy).
+    *defer*: return None instead of copying *source* (the caller plans it later, maybe consuming it).
     """
     on_error = isolate_faults(strict)
     skip: set[str] = set()
@@ -461,6 +462,8 @@ def _plan(optimized: pathlib.Path, backend: Backend, options: PipelineOptions, s
         legal = LegalizePass(backend, skip=skip) if options.legalize else None
         if share and source is not None and (legal is None or not legal.has_work(source)):
             model = source  # nothing will change it
+        elif defer and not consume and source is not None:
+            return None
         elif consume and source is not None:
             model, source, reuse = source, None, None  # changed in place: later attempts read the file again
         else:
@@ -531,11 +534,17 @@ def check(
                     for backend in selected:
                         after[backend.name] = _plan(optimized, backend, pipeline, strict).report
                 else:  # the same graph as the analysis above: start from it instead of loading it again
-                    dynamic = _dynamic_inputs(model)  # all that is read of *model* once the last plan may change it
-                    for i, backend in enumerate(selected):
-                        after[backend.name] = _plan(as_is_path, backend, pipeline, strict, source=model,
+                    dynamic = _dynamic_inputs(model)  # all that is read of *model* once a plan may change it
+                    plans: dict[str, _Plan | None] = {}
+                    for backend in selected:  # those that leave *model* as it is first ...
+                        plans[backend.name] = _plan(as_is_path, backend, pipeline, strict, source=model,
+                                                    reuse=proposals[backend.name], share=True, defer=True)
+                    rewriting = [backend for backend in selected if plans[backend.name] is None]
+                    for i, backend in enumerate(rewriting):  # ... then those that rewrite it: the last in place
+                        plans[backend.name] = _plan(as_is_path, backend, pipeline, strict, source=model,
                                                     reuse=proposals[backend.name], share=True,
-                                                    consume=i == len(selected) - 1).report
+                                                    consume=i == len(rewriting) - 1)
+                    after = {name: plan.report for name, plan in plans.items() if plan is not None}
         if pipeline.fixes_shapes or not after_convert:
             dynamic = _dynamic_inputs(model)
         for backend in selected:

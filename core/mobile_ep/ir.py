@@ -126,6 +126,10 @@ def _nbytes(data_type: int, elements: int) -> int | None:
     return None
 
 
+def _shape_text(tensor: onnx.TensorProto) -> str:
+    return f"{list(tensor.dims)} of {_type_name(tensor.data_type)}"
+
+
 def _node_label(node: onnx.NodeProto, index: int) -> str:
     op = f"{node.domain}:{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
     return f"{node.name!r} ({op})" if node.name else f"#{index} ({op})"
@@ -142,6 +146,7 @@ class _Inspector:
         self.folder = folder
         self.function_domains = {f.domain for f in proto.functions}
         self._file_sizes: dict[str, int] = {}
+        self._locations: set[str] = set()  # external-data locations already found acceptable
 
     def fail(self, message: str) -> None:
         raise _Refused(message)
@@ -334,22 +339,26 @@ class _Inspector:
         if not tensor_type.HasField("shape"):
             return
         self.shape(tensor_type.elem_type, [d.dim_value if d.HasField("dim_value") else None
-                                           for d in tensor_type.shape.dim], f"{what} {value.name!r}")
+                                           for d in tensor_type.shape.dim], what, value.name)
 
-    def shape(self, elem_type: int, dims: list[int | None], what: str) -> None:
+    def shape(self, elem_type: int, dims: list[int | None], what: str, name: str) -> None:
+        """Refuse a negative or absurd declared shape of the value *name* (*what*: its kind)."""
         elements = 1
         for dim in dims:
             if dim is None:
                 continue
             if dim < 0:
-                self.fail(f"absurd shape: {what} has a negative dimension ({dim})")
+                self.fail(f"absurd shape: {what} {name!r} has a negative dimension ({dim})")
             elements *= dim
         nbytes = _nbytes(elem_type, elements) or 0
         if elements > MAX_ELEMENTS or nbytes > MAX_VALUE_BYTES:
-            self.fail(f"absurd shape: {what} would have {elements:,} elements ({_type_name(elem_type)}); "
+            self.fail(f"absurd shape: {what} {name!r} would have {elements:,} elements ({_type_name(elem_type)}); "
                       f"at most {MAX_ELEMENTS:,} elements and {MAX_VALUE_BYTES:,} bytes are accepted")
 
     def attribute(self, attribute: onnx.AttributeProto, node: onnx.NodeProto, index: int) -> None:
+        if not (attribute.HasField("t") or attribute.tensors or attribute.HasField("sparse_tensor")
+                or attribute.sparse_tensors):
+            return  # most attributes hold no tensor: their label is only worth building for one that does
         where = f"attribute {attribute.name!r} of node {_node_label(node, index)}"
         if attribute.HasField("t"):
             self.tensor(attribute.t, where)
@@ -376,7 +385,6 @@ class _Inspector:
             self.external(tensor, where, elements)
             return
         expected = _nbytes(data_type, elements)
-        shape = f"{list(tensor.dims)} of {_type_name(data_type)}"
         filled = [f for f in _TYPED_FIELDS if len(getattr(tensor, f))]
         has_raw = tensor.HasField("raw_data")
         if len(filled) + has_raw > 1:
@@ -387,8 +395,8 @@ class _Inspector:
                 self.fail(f"malformed tensor: {where}: {_type_name(data_type)} data cannot be raw bytes")
             size = len(tensor.raw_data)
             if size != expected:
-                self.fail(f"malformed tensor: {where} holds {size:,} bytes but its shape {shape} needs "
-                          f"{expected:,}")
+                self.fail(f"malformed tensor: {where} holds {size:,} bytes but its shape "
+                          f"{_shape_text(tensor)} needs {expected:,}")
         elif filled:
             field = filled[0]
             per_element = _TYPED_FIELDS[field].get(data_type)
@@ -396,10 +404,10 @@ class _Inspector:
                 self.fail(f"malformed tensor: {where}: {_type_name(data_type)} data stored in {field}")
             count = len(getattr(tensor, field))
             if per_element and count != elements * per_element:
-                self.fail(f"malformed tensor: {where} holds {count:,} values but its shape {shape} needs "
-                          f"{elements * per_element:,}")
+                self.fail(f"malformed tensor: {where} holds {count:,} values but its shape "
+                          f"{_shape_text(tensor)} needs {elements * per_element:,}")
         elif elements:
-            self.fail(f"malformed tensor: {where} has shape {shape} but holds no data")
+            self.fail(f"malformed tensor: {where} has shape {_shape_text(tensor)} but holds no data")
 
     def external(self, tensor: onnx.TensorProto, where: str, elements: int) -> None:
         def refuse(reason: str) -> None:
@@ -411,17 +419,9 @@ class _Inspector:
                 refuse(f"key {entry.key!r} given twice")
             info[entry.key] = entry.value
         location = info.get("location", "")
-        if not location:
-            refuse("no location")
-        if "\0" in location:
-            refuse(f"location {location!r} contains a NUL character")
-        if any(marker in location for marker in _ORT_MEMORY_MARKERS):
-            refuse(f"location {location!r} is onnxruntime's in-memory marker (the offset would be an address)")
-        if (pathlib.PurePosixPath(location).is_absolute() or pathlib.PureWindowsPath(location).anchor
-                or location.startswith("~")):
-            refuse(f"location {location!r} is an absolute path; it must be relative to the model's folder")
-        if ".." in location.replace("\\", "/").split("/"):
-            refuse(f"location {location!r} contains '..'; it must stay inside the model's folder")
+        if location not in self._locations:  # tensors share a few files: each name is judged once
+            self.location(location, refuse)
+            self._locations.add(location)
         if tensor.data_type == _T.STRING:
             refuse("string tensors cannot be stored as external data")
         offset = info.get("offset", "0")
@@ -440,6 +440,21 @@ class _Inspector:
         needed = int(length) if length is not None else (expected or 0)
         if start > size or start + needed > size:
             refuse(f"offset {start:,} + length {needed:,} is past the end of {location!r} ({size:,} bytes)")
+
+    @staticmethod
+    def location(location: str, refuse) -> None:
+        """Refuse an external-data location that is not a plain path relative to the model's folder."""
+        if not location:
+            refuse("no location")
+        if "\0" in location:
+            refuse(f"location {location!r} contains a NUL character")
+        if any(marker in location for marker in _ORT_MEMORY_MARKERS):
+            refuse(f"location {location!r} is onnxruntime's in-memory marker (the offset would be an address)")
+        if (pathlib.PurePosixPath(location).is_absolute() or pathlib.PureWindowsPath(location).anchor
+                or location.startswith("~")):
+            refuse(f"location {location!r} is an absolute path; it must be relative to the model's folder")
+        if ".." in location.replace("\\", "/").split("/"):
+            refuse(f"location {location!r} contains '..'; it must stay inside the model's folder")
 
     def external_file(self, location: str, refuse) -> int:
         """The size of an external-data file, after proving it is a regular file inside the folder."""
@@ -607,23 +622,36 @@ def _run_checker(p: pathlib.Path, label: str) -> None:
 
 
 def _skeleton(proto: onnx.ModelProto, limit: int = 1 << 16) -> onnx.ModelProto:
-    """A copy of *proto* without the data of large initializers (shape inference needs only small ones)."""
+    """A copy of *proto* without the data of large initializers (shape inference needs only small ones).
+
+    *proto* itself when the copy would hold all it holds that shape inference reads (no initializer to
+    leave out, no sparse initializers or training graphs): copying the nodes costs as much as inferring.
+    """
+    source = proto.graph
+    if (not len(source.sparse_initializer) and not len(proto.training_info)
+            and not any(_without_data(tensor, limit) for tensor in source.initializer)):
+        return proto
     skeleton = onnx.ModelProto(ir_version=proto.ir_version)
     skeleton.opset_import.extend(proto.opset_import)
     skeleton.functions.extend(proto.functions)
-    graph, source = skeleton.graph, proto.graph
+    graph = skeleton.graph
     graph.name = source.name
     graph.node.extend(source.node)
     graph.input.extend(source.input)
     graph.output.extend(source.output)
     graph.value_info.extend(source.value_info)
     for tensor in source.initializer:
-        if tensor.data_location == _T.EXTERNAL or (_nbytes(tensor.data_type, math.prod(tensor.dims)) or 0) > limit:
+        if _without_data(tensor, limit):
             graph.initializer.append(onnx.TensorProto(name=tensor.name, data_type=tensor.data_type,
                                                       dims=tensor.dims))
         else:
             graph.initializer.append(tensor)
     return skeleton
+
+
+def _without_data(tensor: onnx.TensorProto, limit: int) -> bool:
+    """Whether :func:`_skeleton` leaves the data of *tensor* out."""
+    return tensor.data_location == _T.EXTERNAL or (_nbytes(tensor.data_type, math.prod(tensor.dims)) or 0) > limit
 
 
 def check_inferred_shapes(proto: onnx.ModelProto, label: str = "model") -> None:
