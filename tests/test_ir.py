@@ -188,3 +188,70 @@ def test_every_external_tensor_is_inspected_though_locations_are_judged_once(tmp
     mir.read_proto(path)  # the first tensor alone is fine
     with pytest.raises(ModelError, match=f"initializer 'w2' refused: .*{message}"):
         mir.read_proto(bad)
+
+
+def _inference_input_field_by_field(proto):
+    """What :func:`mobile_ep.ir._inference_input` built, field by field, before it copied models whole."""
+    import math
+
+    skeleton = onnx.ModelProto(ir_version=proto.ir_version)
+    skeleton.opset_import.extend(proto.opset_import)
+    skeleton.functions.extend(proto.functions)
+    graph, source = skeleton.graph, proto.graph
+    graph.name = source.name
+    for field in ("node", "input", "output", "value_info"):
+        getattr(graph, field).extend(getattr(source, field))
+    listed = {value.name for value in source.input}
+    for t in source.initializer:
+        if t.name not in listed:
+            listed.add(t.name)
+            graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, t.dims))
+        size = (sum(len(s) for s in t.string_data) if t.data_type == TensorProto.STRING
+                else mir._nbytes(t.data_type, math.prod(t.dims)))
+        if t.data_location != TensorProto.EXTERNAL and size is not None and size <= 1000:
+            graph.initializer.append(t)
+    return skeleton
+
+
+def test_shape_inference_input_is_the_same_however_it_is_built(tmp_path):
+    """from_proto's inference input (weights over 1000 bytes left out, initializers as inputs) is built by
+    copying the model whole when little is left out: it equals the field-by-field copy, byte for byte, on
+    onnxruntime's optimized light_* models, the originals, external and large embedded weights, scalars,
+    strings, functions, and models with sparse initializers or training graphs (which take the other way)."""
+    from mepkit import LIGHT_MODELS
+
+    protos = []
+    for i, path in enumerate(LIGHT_MODELS):
+        work = tmp_path / str(i)
+        work.mkdir()
+        protos += [mir.read_proto(path), mir.read_proto(mir.ort_optimized(path, work))]
+    path, _ = model_with_external_weights(tmp_path)
+    protos.append(onnx.load(str(path), load_external_data=False))
+    mixed = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+                        helper.make_node("Add", ["y", "s"], ["z"], name="add"),
+                        helper.make_node("Identity", ["names"], ["n"], name="id")],
+                       [tensor("x", [1, 128])], [tensor("z", [1, 256]), tensor("n", [2], TensorProto.STRING)],
+                       [const("w", np.ones((128, 256), np.float32)), const("s", np.float32(2)),
+                        helper.make_tensor("names", TensorProto.STRING, [2], [b"a", b"b"])])
+    mixed.doc_string, mixed.producer_name, mixed.graph.doc_string = "doc", "test", "graph doc"
+    mixed.functions.add().CopyFrom(helper.make_function("local", "f", ["a"], ["b"],
+                                                        [helper.make_node("Identity", ["a"], ["b"])],
+                                                        [helper.make_opsetid("", 13)]))
+    protos.append(mixed)
+    small = onnx.ModelProto()
+    small.CopyFrom(mixed)
+    small.graph.initializer[0].CopyFrom(const("w", np.ones((128, 2), np.float32)))  # 1 KB: left out, copied whole
+    protos.append(small)
+    for extra in ("sparse_initializer", "training_info"):
+        other = onnx.ModelProto()
+        other.CopyFrom(small)
+        if extra == "sparse_initializer":
+            other.graph.sparse_initializer.add().values.name = "unused"
+        else:
+            other.training_info.add().algorithm.name = "training"
+        protos.append(other)
+    for proto in protos:
+        before = proto.SerializeToString()
+        built = mir._inference_input(proto)
+        assert built.SerializeToString() == _inference_input_field_by_field(proto).SerializeToString()
+        assert proto.SerializeToString() == before

@@ -729,34 +729,78 @@ def _infer_proto(proto: onnx.ModelProto) -> onnx.ModelProto | None:
     import functools
     import logging
 
-    source = proto.graph
-    skeleton = onnx.ModelProto(ir_version=proto.ir_version)
-    skeleton.opset_import.extend(proto.opset_import)
-    skeleton.functions.extend(proto.functions)
-    graph = skeleton.graph
-    graph.name = source.name
-    graph.node.extend(source.node)
-    graph.input.extend(source.input)
-    graph.output.extend(source.output)
-    graph.value_info.extend(source.value_info)
-    listed = {value.name for value in source.input}
-    for tensor in source.initializer:
-        if tensor.name not in listed:
-            listed.add(tensor.name)
-            graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
-        size = (sum(len(s) for s in tensor.string_data) if tensor.data_type == _T.STRING
-                else _nbytes(tensor.data_type, math.prod(tensor.dims)))
-        external = tensor.data_location == _T.EXTERNAL
-        if not external and size is not None and size <= _INFERENCE_DATA_MAX_BYTES:
-            graph.initializer.append(tensor)
     infer = functools.partial(onnx.shape_inference.infer_shapes, check_type=False, strict_mode=False,
                               data_prop=False)
     try:
-        return infer(skeleton)
+        return infer(_inference_input(proto))
     except Exception as exc:  # as the pass does, with its logger and message: shapes are left as they are
         logging.getLogger("onnx_ir.passes.common.shape_inference").warning(
             "Shape inference failed: %s. Model is left unchanged", exc_info=exc)
         return None
+
+
+#: What :func:`_inference_input` keeps of a model and of its graph; the other fields are left out.
+_INFERENCE_MODEL_FIELDS = frozenset({"ir_version", "opset_import", "functions", "graph"})
+_INFERENCE_GRAPH_FIELDS = frozenset({"name", "node", "input", "output", "value_info"})
+#: Up to this many bytes of weights left out, :func:`_inference_input` copies the whole model at once.
+_WHOLE_COPY_MAX_BYTES = 1 << 16
+
+
+def _inference_input(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The model :func:`_infer_proto` gives ONNX: *proto*'s opsets, functions, nodes, inputs, outputs and
+    value infos, every initializer also an input, those over 1000 bytes (or external) without their data.
+
+    When what is left out is small (an optimized model's weights are external), the model is copied in
+    one call and the rest cleared: a tenth of the time of copying it field by field.
+    """
+    source = proto.graph
+    kept: list[onnx.TensorProto] = []
+    left_out = 0  # bytes of embedded data the copy would hold for nothing
+    for tensor in source.initializer:
+        size = (sum(len(s) for s in tensor.string_data) if tensor.data_type == _T.STRING
+                else _nbytes(tensor.data_type, math.prod(tensor.dims)))
+        if tensor.data_location == _T.EXTERNAL:
+            continue
+        if size is not None and size <= _INFERENCE_DATA_MAX_BYTES:
+            kept.append(tensor)
+        else:
+            left_out += size if size is not None else _WHOLE_COPY_MAX_BYTES + 1
+    if left_out <= _WHOLE_COPY_MAX_BYTES and not len(proto.training_info) and not len(source.sparse_initializer):
+        skeleton = onnx.ModelProto()
+        skeleton.CopyFrom(proto)
+        for field in onnx.ModelProto.DESCRIPTOR.fields_by_name:
+            if field not in _INFERENCE_MODEL_FIELDS:
+                skeleton.ClearField(field)
+        graph = skeleton.graph
+        for field in onnx.GraphProto.DESCRIPTOR.fields_by_name:
+            if field not in _INFERENCE_GRAPH_FIELDS:
+                graph.ClearField(field)
+        skeleton.ir_version = proto.ir_version  # set, as below, even when *proto* leaves them unset
+        graph.name = source.name
+    else:
+        skeleton = onnx.ModelProto(ir_version=proto.ir_version)
+        skeleton.opset_import.extend(proto.opset_import)
+        skeleton.functions.extend(proto.functions)
+        graph = skeleton.graph
+        graph.name = source.name
+        graph.node.extend(source.node)
+        graph.input.extend(source.input)
+        graph.output.extend(source.output)
+        graph.value_info.extend(source.value_info)
+    listed = {value.name for value in source.input}
+    for tensor in source.initializer:
+        if tensor.name not in listed:
+            listed.add(tensor.name)
+            # onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims), built in place
+            info = graph.input.add()
+            info.name = tensor.name
+            tensor_type = info.type.tensor_type
+            tensor_type.elem_type = tensor.data_type
+            tensor_type.shape.SetInParent()  # a scalar has a shape, with no dims
+            for dim in tensor.dims:
+                tensor_type.shape.dim.add().dim_value = dim
+    graph.initializer.extend(kept)
+    return skeleton
 
 
 @contextlib.contextmanager
