@@ -24,6 +24,23 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import onnx_ir as ir
 
+from . import _fields
+
+# (slot reads where onnx_ir's accessors are plain returns: see _fields)
+_node_op_type = _fields.node_op_type
+_node_domain = _fields.node_domain
+_node_inputs = _fields.node_inputs
+_node_outputs = _fields.node_outputs
+_attribute_data = _fields.node_attribute_data
+_attr_value = _fields.attr_value
+_attr_type = _fields.attr_type
+_value_shape = _fields.value_shape
+_value_type = _fields.value_type
+_value_producer = _fields.value_producer
+_const_value = _fields.value_const_value
+_is_initializer = _fields.value_is_initializer
+_is_graph_input = _fields.value_is_graph_input
+
 __all__ = [
     "MAX_OPSET",
     "Support",
@@ -249,7 +266,7 @@ class RuleContext:
         return result
 
     def node_opset(self, node: ir.Node) -> int:
-        domain = node.domain
+        domain = _node_domain(node)
         cached = self._opsets.get(domain)
         return cached if cached is not None else self.opset(domain)
 
@@ -260,11 +277,13 @@ class RuleContext:
         From ONNX IR version 4 on, an initializer that is also a graph input is only a default and may be
         replaced at run time, so it is not constant (ORT's ``CanOverrideInitializer``).
         """
-        if value is not None and value in self.pending_constants:
-            return True
-        if value is None or not value.is_initializer() or value.const_value is None:
+        if value is None:
             return False
-        return not (value.is_graph_input() and (self.model.ir_version or 0) >= 4)
+        if self.pending_constants and value in self.pending_constants:
+            return True
+        if not _is_initializer(value) or _const_value(value) is None:
+            return False
+        return not (_is_graph_input(value) and (self.model.ir_version or 0) >= 4)
 
     def constant(self, value: ir.Value | None) -> np.ndarray | None:
         """The value of a constant initializer as a numpy array, else ``None``."""
@@ -276,10 +295,11 @@ class RuleContext:
     def shape(self, value: ir.Value | None) -> tuple[int | None, ...] | None:
         if value is None:
             return None
-        shape = value.shape  # (asked several times for every node: one property call, not four)
+        shape = _value_shape(value)  # (asked several times for every node: one slot read, not four calls)
         if shape is None:
-            if value.const_value is not None:
-                return tuple(int(d) for d in value.const_value.shape)
+            tensor = _const_value(value)
+            if tensor is not None:
+                return tuple(int(d) for d in tensor.shape)
             return None
         dims = shape.dims
         if _ONLY_INTS.issuperset(map(type, dims)):  # the common case, without a Python-level loop
@@ -300,12 +320,13 @@ class RuleContext:
     def dtype(self, value: ir.Value | None) -> ir.DataType | None:
         if value is None:
             return None
-        dtype = value.dtype
-        if dtype is not None:
-            return dtype
-        if value.const_value is not None:
-            return value.const_value.dtype
-        return None
+        type_ = _value_type(value)
+        if type_ is not None:
+            dtype = type_.dtype
+            if dtype is not None:
+                return dtype
+        tensor = _const_value(value)
+        return tensor.dtype if tensor is not None else None
 
     def producer(self, value: ir.Value | None) -> ir.Node | None:
         return None if value is None else value.producer()
@@ -395,19 +416,20 @@ class _ProposalContext(RuleContext):
         is a constant initializer, any initializer, or the output of a ``Constant`` node.  ``None`` when an
         attribute is not a plain value (a tensor, a graph, a reference): such nodes are always asked.
         """
-        data = node.attributes.data  # (the mapping itself, not the slower UserDict view)
+        data = _attribute_data(node)  # (the mapping itself, not the slower UserDict view)
         if data:
             items = []
             for name, attribute in data.items():
-                value = attribute.value  # (None for a reference to a function's attribute)
-                if value is None or attribute.type not in _PLAIN_ATTRIBUTES:
+                value = _attr_value(attribute)  # (None for a reference to a function's attribute)
+                if value is None or _attr_type(attribute) not in _PLAIN_ATTRIBUTES:
                     return None
                 items.append((name, tuple(value) if type(value) is list else value))
             attributes: tuple = tuple(items)
         else:
             attributes = ()
         fact = self._fact
-        return (node.op_type, node.domain, attributes, tuple(map(fact, node.inputs)), tuple(map(fact, node.outputs)))
+        return (_node_op_type(node), _node_domain(node), attributes, tuple(map(fact, _node_inputs(node))),
+                tuple(map(fact, _node_outputs(node))))
 
     def _fact(self, value: ir.Value | None) -> tuple | None:
         """A value's part of a node signature (worked out once per value; ``None`` for an omitted input)."""
@@ -415,15 +437,16 @@ class _ProposalContext(RuleContext):
         if value in facts:
             return facts[value]
         assert value is not None  # (None is in the facts from the start)
-        shape = value.shape
+        shape = _value_shape(value)
         if shape is not None:
             dims: tuple | None = shape.dims  # (ints and SymbolicDims, which compare and hash by name)
         else:
             dims = RuleContext.shape(self, value)
-        producer = value.producer()
-        from_constant_node = producer is not None and producer.op_type == "Constant" and producer.domain in ("", "ai.onnx")
+        producer = _value_producer(value)
+        from_constant_node = (producer is not None and _node_op_type(producer) == "Constant"
+                              and _node_domain(producer) in ("", "ai.onnx"))
         result = facts[value] = (self.dtype(value), dims, self.is_constant(value),
-                                 value.is_initializer() and value.const_value is not None, from_constant_node)
+                                 _is_initializer(value) and _const_value(value) is not None, from_constant_node)
         return result
 
 

@@ -18,8 +18,14 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
+from . import _fields
 from .capability import _ONLY_INTS, RuleContext, attr
 from .partition import Partition, _gc_paused
+
+# (slot reads where onnx_ir's accessors are plain returns: see _fields)
+_node_outputs = _fields.node_outputs
+_node_op_type = _fields.node_op_type
+_value_shape = _fields.value_shape
 
 __all__ = ["CostParams", "PartitionCost", "node_flops", "partition_cost", "select_partitions"]
 
@@ -69,16 +75,14 @@ def _numel(shape: tuple[int | None, ...] | None) -> int:
 
 
 def _bytes(value: ir.Value, ctx: RuleContext) -> int:
-    dtype = value.dtype
-    if dtype is None:
-        dtype = ctx.dtype(value)
+    dtype = ctx.dtype(value)
     size = dtype.itemsize if dtype is not None else 4
     return int(_value_numel(value, ctx) * size)  # (itemsize is a float: 0.5 for 4-bit types)
 
 
 def _value_numel(value: ir.Value, ctx: RuleContext) -> int:
     """``_numel(ctx.shape(value))``, without the tuple of the usual case (a shape of known ints)."""
-    shape = value.shape
+    shape = _value_shape(value)
     dims = shape.dims if shape is not None else None
     if dims is not None and _ONLY_INTS.issuperset(map(type, dims)):
         return int(math.prod(dims))
@@ -99,9 +103,9 @@ _SPECIAL = _CONVS | _MATMULS | _POOLS | _REDUCTIONS
 
 def node_flops(node: ir.Node, ctx: RuleContext) -> float:
     """Estimated FLOPs of one node (0 where shapes are unknown)."""
-    outputs = node.outputs
+    outputs = _node_outputs(node)
     out = _value_numel(outputs[0], ctx) if outputs else 0
-    op = node.op_type
+    op = _node_op_type(node)
     if op not in _SPECIAL:  # (the element-wise ops decide here)
         if op in _TRANSCENDENTAL:
             return 5.0 * out

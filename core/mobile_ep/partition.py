@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import onnx_ir as ir
 
+from . import _fields
 from .capability import (
     _CYCLIC,
     SUPPORTED,
@@ -129,11 +130,12 @@ _GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 _GRAPH_ATTRIBUTE_SET = frozenset(_GRAPH_ATTRIBUTES)
 _is_not_none = functools.partial(operator.is_not, None)
-_op_type = operator.attrgetter("op_type")
-_inputs = operator.attrgetter("inputs")
-_outputs = operator.attrgetter("outputs")
-_attribute_data = operator.attrgetter("attributes.data")  # (the mapping itself, not the slower UserDict view)
-_attribute_type = operator.attrgetter("type")
+# (slot reads where onnx_ir's accessors are plain returns: see _fields)
+_op_type = _fields.node_op_type
+_inputs = _fields.node_inputs
+_outputs = _fields.node_outputs
+_attribute_data = _fields.node_attribute_data  # (the mapping itself, not the slower UserDict view)
+_attribute_type = _fields.attr_type
 
 
 def _has_subgraphs(node: ir.Node) -> bool:
@@ -216,6 +218,7 @@ class _GraphIndex:
         """Inputs and outputs of the group of nodes *members* (in the group's order).  Linear in its size."""
         nodes = self.graph_nodes
         made_by = self.made_by.get
+        node_inputs, node_outputs = _inputs, _outputs
         outer_reads = self.outer_reads
         inside = set(members)
         inside_nodes = set(map(nodes.__getitem__, members))
@@ -223,12 +226,12 @@ class _GraphIndex:
         outputs: dict[ir.Value, None] = {}
         for i in members:
             node = nodes[i]
-            for value in (outer_reads.get(i, node.inputs) if outer_reads else node.inputs):
+            for value in (outer_reads.get(i, node_inputs(node)) if outer_reads else node_inputs(node)):
                 if value is None or value in inputs:
                     continue
                 if made_by(value) not in inside:  # (None, for a value no node here makes, is not either)
                     inputs[value] = None
-            for value in node.outputs:
+            for value in node_outputs(node):
                 if value in outputs:
                     continue
                 if value in graph_outputs:
