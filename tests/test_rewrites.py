@@ -412,3 +412,22 @@ def test_gemm_fold_scales(tmp_path, alpha, beta, trans_b):
     import onnx
 
     assert_same(before, run(onnx.load(mir.save(model, tmp_path / "g.onnx")), feeds), exact=False)
+
+
+@pytest.mark.parametrize("array", [np.arange(6, dtype=np.int64).reshape(2, 3), np.float32(0.5), np.zeros(0, np.float16),
+                                   np.array([True, False]), np.arange(4, dtype=np.uint8)], ids=str)
+def test_builder_constants_are_the_tensors_ir_tensor_makes(array):
+    """Builder.const makes its tensor with ir.Tensor (ir.tensor's protocol checks cost ten times as much):
+    the same class, dtype, shape, name, doc string and bytes as ir.tensor gives."""
+    import onnx_ir as ir
+
+    from mobile_ep.rewrite import Builder
+
+    node = ir.Node("", "Relu", [ir.Value(name="x")], name="relu")
+    value = Builder(node, "test").const(array, "c")
+    expected = ir.tensor(np.asarray(array), name=value.name)
+    got = value.const_value
+    assert type(got) is type(expected)
+    assert (got.dtype, got.shape, got.name, got.doc_string) == (expected.dtype, expected.shape, expected.name,
+                                                                 expected.doc_string)
+    assert got.tobytes() == expected.tobytes() and dict(got.metadata_props) == dict(expected.metadata_props)

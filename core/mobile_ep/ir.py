@@ -13,6 +13,7 @@ Saving is atomic (:func:`atomic_path`) and deterministic (:func:`canonicalize_or
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import mmap
 import os
@@ -1247,20 +1248,46 @@ def inline_small_weights(model: ir.Model, limit: int = 1 << 20) -> ir.Model:
     return model
 
 
+#: :func:`release_memory` leaves less free heap than this in the process: giving it back costs more time
+#: (1-3 ms after a light_* model's session, 6-33 MB) than it is worth, and the next allocations reuse it.
+RELEASE_MIN_FREE_BYTES = 64 * 2**20
+
+
 def release_memory() -> None:
     """Give the memory a finished onnxruntime session freed back to the system (glibc's ``malloc_trim``).
 
     glibc keeps freed heap memory in the process: after a session over a large graph, hundreds of MB
-    (gigabytes at a million nodes) stay in the RSS and whatever is built next adds to them.  Elsewhere
-    (other C libraries, macOS, Windows) this does nothing.
+    (gigabytes at a million nodes) stay in the RSS and whatever is built next adds to them.  Less than
+    :data:`RELEASE_MIN_FREE_BYTES` free (``mallinfo2``, glibc 2.33+) is kept.  Elsewhere (other C
+    libraries, macOS, Windows) this does nothing.
     """
     try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        libc = _libc()
     except (OSError, AttributeError):
-        pass
+        return
+    if _free_heap_bytes(libc) >= RELEASE_MIN_FREE_BYTES:
+        libc.malloc_trim(0)
 
+
+@functools.cache
+def _libc():
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                         "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc_trim  # noqa: B018  (AttributeError here, not later, for a C library without it)
+    if hasattr(libc, "mallinfo2"):
+        libc.mallinfo2.restype = MallInfo2
+    return libc
+
+
+def _free_heap_bytes(libc) -> int:
+    """Free bytes in glibc's heap (``mallinfo2().fordblks``); before glibc 2.33, enough to trim as before."""
+    mallinfo2 = getattr(libc, "mallinfo2", None)
+    return RELEASE_MIN_FREE_BYTES if mallinfo2 is None else mallinfo2().fordblks
 
 
 def ort_model_source(path: str | os.PathLike, options) -> str | bytes:
