@@ -132,6 +132,7 @@ _GRAPH_ATTRIBUTE_SET = frozenset(_GRAPH_ATTRIBUTES)
 _is_not_none = functools.partial(operator.is_not, None)
 # (slot reads where onnx_ir's accessors are plain returns: see _fields)
 _op_type = _fields.node_op_type
+_domain = _fields.node_domain
 _inputs = _fields.node_inputs
 _outputs = _fields.node_outputs
 _attribute_data = _fields.node_attribute_data  # (the mapping itself, not the slower UserDict view)
@@ -472,7 +473,7 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
                     try:
                         signature = None
                         if signatures is not None and (single or unit.kind == "single"):
-                            rule = lookup(target.domain, target.op_type, ctx.node_opset(target))
+                            rule = lookup(_domain(target), _op_type(target), ctx.node_opset(target))
                             if rule is not None and rule.signature_memo:
                                 signature = ctx.signature(target)
                                 if signature is not None:
