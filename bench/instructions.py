@@ -91,7 +91,8 @@ def render(rows: list[dict], nodes: int, steps: Sequence[str] = STEPS) -> str:
     lines = [
         "# Instructions per node of partitioning (callgrind)",
         "",
-        machine(),
+        f"Machine: {machine()}.",
+        "",
         f"Instructions executed for one step on a graph of {nodes:,} nodes, divided by its nodes "
         "(`python bench/instructions.py`): the same on every run to within 0.1%, so two commits compare exactly. "
         "*partition* = `propose` + cost model (what `bench/scale.py` times); *index*, *signatures* (every "
