@@ -622,6 +622,21 @@ def _run_checker(p: pathlib.Path, label: str) -> None:
         raise ModelError(f"{label}: invalid ONNX model: {type(exc).__name__}: {_checker_message(exc)}") from None
 
 
+def _shell(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A new model with *proto*'s IR version, opsets, functions, graph name, nodes, inputs, outputs and
+    value infos (what shape inference reads, initializers aside)."""
+    shell = onnx.ModelProto(ir_version=proto.ir_version)
+    shell.opset_import.extend(proto.opset_import)
+    shell.functions.extend(proto.functions)
+    graph, source = shell.graph, proto.graph
+    graph.name = source.name
+    graph.node.extend(source.node)
+    graph.input.extend(source.input)
+    graph.output.extend(source.output)
+    graph.value_info.extend(source.value_info)
+    return shell
+
+
 def _skeleton(proto: onnx.ModelProto, limit: int = 1 << 16) -> onnx.ModelProto:
     """A copy of *proto* without the data of large initializers (shape inference needs only small ones).
 
@@ -632,15 +647,8 @@ def _skeleton(proto: onnx.ModelProto, limit: int = 1 << 16) -> onnx.ModelProto:
     if (not len(source.sparse_initializer) and not len(proto.training_info)
             and not any(_without_data(tensor, limit) for tensor in source.initializer)):
         return proto
-    skeleton = onnx.ModelProto(ir_version=proto.ir_version)
-    skeleton.opset_import.extend(proto.opset_import)
-    skeleton.functions.extend(proto.functions)
+    skeleton = _shell(proto)
     graph = skeleton.graph
-    graph.name = source.name
-    graph.node.extend(source.node)
-    graph.input.extend(source.input)
-    graph.output.extend(source.output)
-    graph.value_info.extend(source.value_info)
     for tensor in source.initializer:
         if _without_data(tensor, limit):
             graph.initializer.append(onnx.TensorProto(name=tensor.name, data_type=tensor.data_type,
@@ -779,15 +787,8 @@ def _inference_input(proto: onnx.ModelProto) -> onnx.ModelProto:
         skeleton.ir_version = proto.ir_version  # set, as below, even when *proto* leaves them unset
         graph.name = source.name
     else:
-        skeleton = onnx.ModelProto(ir_version=proto.ir_version)
-        skeleton.opset_import.extend(proto.opset_import)
-        skeleton.functions.extend(proto.functions)
+        skeleton = _shell(proto)
         graph = skeleton.graph
-        graph.name = source.name
-        graph.node.extend(source.node)
-        graph.input.extend(source.input)
-        graph.output.extend(source.output)
-        graph.value_info.extend(source.value_info)
     listed = {value.name for value in source.input}
     for tensor in source.initializer:
         if tensor.name not in listed:
