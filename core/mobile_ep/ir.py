@@ -735,7 +735,6 @@ def _infer_proto(proto: onnx.ModelProto) -> onnx.ModelProto | None:
     The input is what :func:`infer_shapes` gives ONNX for the same model: every initializer is also an
     input, those over 1000 bytes without their data.  ``None`` (with the pass's warning) if it fails.
     """
-    import functools
     import logging
 
     infer = functools.partial(onnx.shape_inference.infer_shapes, check_type=False, strict_mode=False,
@@ -893,7 +892,6 @@ def _call_onnx_api(func, model: ir.Model):
 def infer_shapes(model: ir.Model) -> ir.Model:
     """ONNX shape inference into the IR, as onnx_ir's ``ShapeInferencePass`` (non-strict, no data
     propagation) does, in linear time; weights are not copied."""
-    import functools
     import logging
 
     from onnx_ir.passes.common.shape_inference import _merge_func
@@ -912,8 +910,6 @@ def infer_shapes(model: ir.Model) -> ir.Model:
 
 def check_shapes_strictly(model: ir.Model) -> None:
     """Strict ONNX shape inference: a ModelError naming the first inconsistency (weights not copied)."""
-    import functools
-
     strict = functools.partial(onnx.shape_inference.infer_shapes, check_type=False, strict_mode=True,
                                data_prop=False)
     try:
