@@ -20,12 +20,9 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-__all__ = ["FAST", "node_inputs", "node_outputs", "node_op_type", "node_domain", "node_attributes", "node_attribute_data",
+__all__ = ["node_inputs", "node_outputs", "node_op_type", "node_domain", "node_attributes", "node_attribute_data",
            "value_shape", "value_type", "value_producer", "value_const_value", "value_is_initializer",
            "value_is_graph_input", "attr_value", "attr_type"]
-
-#: Which accessors are read from their slots (the others are called): for tests.
-FAST: dict[str, bool] = {}
 
 _SKIP = frozenset({"RESUME", "NOP", "CACHE", "COPY_FREE_VARS", "MAKE_CELL"})
 
@@ -55,7 +52,6 @@ def _plain_slot(cls: type, name: str) -> str | None:
 
 def _getter(cls: type, name: str, *, method: bool = False) -> Callable:
     slot = _plain_slot(cls, name)
-    FAST[f"{cls.__name__}.{name}"] = slot is not None
     if slot is not None:
         return operator.attrgetter(slot)
     return operator.methodcaller(name) if method else operator.attrgetter(name)
