@@ -66,7 +66,7 @@ def child(kind: str, nodes: int, backend_name: str, step: str) -> None:
     elif step == "signatures":
         ctx = _ProposalContext(model, backend)
         instrument("on")
-        list(map(ctx.signature, graph_nodes))
+        ctx.signatures(graph_nodes)  # (as propose builds them: compiled where built)
     elif step == "cost model":
         ctx = RuleContext(model, backend)
         params = backend.cost_params()

@@ -15,6 +15,7 @@ import dataclasses
 import enum
 import importlib
 import inspect
+import operator
 import pkgutil
 import types
 import typing
@@ -24,7 +25,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import onnx_ir as ir
 
-from . import _fields
+from . import _accel, _fields
 
 # (slot reads where onnx_ir's accessors are plain returns: see _fields)
 _node_op_type = _fields.node_op_type
@@ -40,6 +41,11 @@ _value_producer = _fields.value_producer
 _const_value = _fields.value_const_value
 _is_initializer = _fields.value_is_initializer
 _is_graph_input = _fields.value_is_graph_input
+#: What the compiled signatures read of a node and its attributes, in _speedups.signatures' order.
+_SIGNATURE_FIELDS = (_attribute_data, _attr_value, _attr_type, _node_op_type, _node_domain, _node_inputs,
+                     _node_outputs)
+_shape_dims = operator.attrgetter("dims")
+_speedups = _accel.speedups
 
 __all__ = [
     "MAX_OPSET",
@@ -189,6 +195,8 @@ def _single_units(nodes: Iterable[ir.Node]) -> list[NodeUnit]:
     Only ``target`` is set on each instance: the other fields keep their defaults, which a dataclass
     keeps as class attributes, so the units are indistinguishable from ``NodeUnit(node)``.
     """
+    if _speedups is not None:
+        return _speedups.instances(NodeUnit, ("target",), (nodes,), (False,))
     new, set_field = object.__new__, object.__setattr__
     units = []
     append = units.append
@@ -430,6 +438,22 @@ class _ProposalContext(RuleContext):
         fact = self._fact
         return (_node_op_type(node), _node_domain(node), attributes, tuple(map(fact, _node_inputs(node))),
                 tuple(map(fact, _node_outputs(node))))
+
+    def signatures(self, nodes: Sequence[ir.Node], mask: Sequence[bool] | None = None) -> list[tuple | None]:
+        """``[self.signature(node) for node in nodes]``, None where *mask* is false; compiled when built."""
+        if _speedups is not None:
+            # (a value's fact is worked out in C too, unless a subclass changed how dtype or is_constant answer)
+            fact_fields = None
+            if type(self).dtype is RuleContext.dtype and type(self).is_constant is RuleContext.is_constant:
+                fact_fields = (_value_shape, _shape_dims, _value_type, _value_producer, _node_op_type, _node_domain,
+                               _is_initializer, _const_value, _is_graph_input, (self.model.ir_version or 0) >= 4,
+                               self.pending_constants)
+            return _speedups.signatures(nodes, _SIGNATURE_FIELDS, _PLAIN_ATTRIBUTES, self._facts, self._fact, mask,
+                                        fact_fields)
+        signature = self.signature
+        if mask is None:
+            return list(map(signature, nodes))
+        return [signature(node) if wanted else None for node, wanted in zip(nodes, mask, strict=True)]
 
     def _fact(self, value: ir.Value | None) -> tuple | None:
         """A value's part of a node signature (worked out once per value; ``None`` for an omitted input)."""

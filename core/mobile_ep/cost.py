@@ -12,13 +12,15 @@ latency.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
+import operator
 from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from . import _fields
+from . import _accel, _fields
 from .capability import _ONLY_INTS, RuleContext, attr
 from .partition import Partition, _gc_paused
 
@@ -26,6 +28,8 @@ from .partition import Partition, _gc_paused
 _node_outputs = _fields.node_outputs
 _node_op_type = _fields.node_op_type
 _value_shape = _fields.value_shape
+_value_type = _fields.value_type
+_shape_dims = operator.attrgetter("dims")
 
 __all__ = ["CostParams", "PartitionCost", "node_flops", "partition_cost", "select_partitions"]
 
@@ -138,11 +142,37 @@ def _special_flops(node: ir.Node, op: str, out: int, ctx: RuleContext) -> float:
     return float(_numel(ctx.shape(node.inputs[0])))  # a reduction
 
 
+#: node_flops' factor on the first output's element count, for the ops outside _SPECIAL (1.0 for the others).
+_FACTORS = {**dict.fromkeys(_DATA_MOVEMENT, 0.25), **dict.fromkeys(_TRANSCENDENTAL, 5.0)}
+_ITEMSIZES: dict[ir.DataType, float] = {}
+for _dtype in ir.DataType:
+    try:
+        _ITEMSIZES[_dtype] = _dtype.itemsize
+    except TypeError:  # (no fixed size: STRING, UNDEFINED)
+        pass
+_speedups = _accel.speedups
+
+
+def _nodes_flops(nodes: Sequence[ir.Node], ctx: RuleContext) -> list[float]:
+    """``[node_flops(node, ctx) for node in nodes]``, the common case compiled when built."""
+    if _speedups is not None:
+        return _speedups.flops(nodes, (_node_op_type, _node_outputs, _value_shape, _shape_dims), _FACTORS, _SPECIAL,
+                               functools.partial(node_flops, ctx=ctx))
+    return list(map(node_flops, nodes, itertools.repeat(ctx)))
+
+
+def _total_bytes(values: Sequence[ir.Value], ctx: RuleContext) -> int:
+    """``sum(_bytes(value, ctx) for value in values)``, the common case compiled when built."""
+    if _speedups is not None:
+        return _speedups.numbytes(values, (_value_shape, _shape_dims, _value_type), _ITEMSIZES,
+                                  functools.partial(_bytes, ctx=ctx))
+    return sum([_bytes(value, ctx) for value in values])
+
+
 def partition_cost(partition: Partition, ctx: RuleContext, params: CostParams) -> PartitionCost:
-    flops = sum(map(node_flops, partition.nodes, itertools.repeat(ctx)))
-    is_constant = ctx.is_constant
-    boundary = sum([_bytes(v, ctx) for v in partition.inputs if not is_constant(v)])
-    boundary += sum([_bytes(v, ctx) for v in partition.outputs])
+    flops = sum(_nodes_flops(partition.nodes, ctx))
+    boundary = _total_bytes(list(itertools.filterfalse(ctx.is_constant, partition.inputs)), ctx)
+    boundary += _total_bytes(partition.outputs, ctx)
     saving = flops / (params.cpu_gflops * 1e3) * (1.0 - 1.0 / params.speedup)
     overhead = boundary / (params.copy_gbps * 1e3) + params.dispatch_us
     return PartitionCost(len(partition.nodes), flops, boundary, saving, overhead)

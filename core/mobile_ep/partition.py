@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import onnx_ir as ir
 
-from . import _fields
+from . import _accel, _fields
 from .capability import (
     _CYCLIC,
     SUPPORTED,
@@ -164,11 +164,8 @@ class _GraphIndex:
         outputs = list(map(_outputs, graph_nodes))
         numbers = itertools.chain.from_iterable(map(itertools.repeat, range(len(graph_nodes)), map(len, outputs)))
         self.made_by = made_by = dict(zip(itertools.chain.from_iterable(outputs), numbers, strict=True))
-        get = made_by.get
-        # Each node's distinct producers, in the order it first reads them.  Values nothing here makes map to
-        # None and are dropped.
-        producers = [tuple(filter(_is_not_none, dict.fromkeys(map(get, inputs))))
-                     for inputs in map(_inputs, graph_nodes)]
+        # Each node's distinct producers, in the order it first reads them.  Values nothing here makes are dropped.
+        producers = _producers(list(map(_inputs, graph_nodes)), made_by)
         #: What nodes with subgraphs read, their subgraphs' reads from this scope included (:func:`_outer_inputs`).
         self.outer_reads: dict[int, tuple[ir.Value, ...]] = {}
         attributes = list(map(_attribute_data, graph_nodes))
@@ -178,7 +175,7 @@ class _GraphIndex:
                 node = graph_nodes[i]
                 if _has_subgraphs(node):
                     values = self.outer_reads[i] = tuple(_outer_inputs(node))
-                    producers[i] = tuple(filter(_is_not_none, dict.fromkeys(map(get, values))))
+                    producers[i] = _producers([values], made_by)[0]
         in_degree, users = _in_degrees(producers)
         order = _kahn(in_degree, users)
         if order is None:
@@ -194,14 +191,10 @@ class _GraphIndex:
                 stuck = graph_nodes[_stuck(in_degree, users)]
                 raise ModelError(f"the graph has a cycle through node {stuck.name!r} ({op_label(stuck)})")
         self.order = order
-        self.position = position = [0] * len(order)
-        for k, i in enumerate(order):
-            position[i] = k
         self.producers = producers
         self.in_degree = in_degree
-        #: Consumers of each node in topological order (each consumer once): the users, sorted where several.
-        key = position.__getitem__
-        self.consumers: list[list[int]] = [u if len(u) < 2 else sorted(u, key=key) for u in users]
+        #: Each node's place in ``order``, and its consumers in that order (each consumer once).
+        self.position, self.consumers = _ordered_consumers(order, users)
         self._has_quantize: bool | None = None
 
     @property
@@ -213,6 +206,16 @@ class _GraphIndex:
         if self._has_quantize is None:
             self._has_quantize = "QuantizeLinear" in map(_op_type, self.graph_nodes)
         return self._has_quantize
+
+    def io_many(self, groups: Sequence[Sequence[int]], graph_outputs: frozenset[ir.Value]
+                ) -> list[tuple[tuple[ir.Value, ...], tuple[ir.Value, ...]]]:
+        """:meth:`io` of each group (compiled when built)."""
+        if _speedups is None:
+            return [self.io(members, graph_outputs) for members in groups]
+        graph_nodes = self.graph_nodes
+        where = dict(zip(graph_nodes, range(len(graph_nodes))))
+        return _speedups.io_many(groups, graph_nodes, self.made_by, where, graph_outputs, self.outer_reads,
+                                 (_inputs, _outputs))
 
     def io(self, members: Sequence[int], graph_outputs: frozenset[ir.Value]
            ) -> tuple[tuple[ir.Value, ...], tuple[ir.Value, ...]]:
@@ -245,7 +248,14 @@ class _GraphIndex:
         return tuple(inputs), tuple(outputs)
 
 
-def _in_degrees(producers: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
+def _py_producers(inputs: Sequence[Sequence[ir.Value | None]], made_by: Mapping[ir.Value, int]
+                  ) -> list[tuple[int, ...]]:
+    """For each node's inputs, the distinct numbers *made_by* maps them to, in the order first read."""
+    get = made_by.get
+    return [tuple(filter(_is_not_none, dict.fromkeys(map(get, values)))) for values in inputs]
+
+
+def _py_in_degrees(producers: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
     """Each node's count of producers, and each node's users (in node order)."""
     pending = [len(p) for p in producers]
     users: list[list[int]] = [[] for _ in producers]
@@ -255,7 +265,16 @@ def _in_degrees(producers: Sequence[Sequence[int]]) -> tuple[list[int], list[lis
     return pending, users
 
 
-def _drain(in_degree: Sequence[int], users: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+def _py_ordered_consumers(order: Sequence[int], users: Sequence[list[int]]) -> tuple[list[int], list[list[int]]]:
+    """Each node's position in *order* (all nodes, once each), and its *users* sorted by position."""
+    position = [0] * len(order)
+    for k, i in enumerate(order):
+        position[i] = k
+    key = position.__getitem__
+    return position, [u if len(u) < 2 else sorted(u, key=key) for u in users]
+
+
+def _py_drain(in_degree: Sequence[int], users: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
     """Kahn's algorithm (depth first among ready nodes, graph order first): the nodes placed, in order, and
     each node's count of producers never placed (all zero unless there is a cycle)."""
     pending = list(in_degree)
@@ -324,13 +343,19 @@ def wave_groups(
     return [[order[i] for i in group] for group in groups]
 
 
-def _waves(order: Sequence[int], consumers: Sequence[Sequence[int]], in_degree: Sequence[int],
-           is_supported: Callable[[int], bool]) -> list[list[int]]:
+def _py_waves(order: Sequence[int], consumers: Sequence[Sequence[int]], in_degree: Sequence[int],
+              is_supported: Callable[[int], bool], fast: tuple | None = None) -> list[list[int]]:
     """:func:`wave_groups` over units numbered 0..n-1 (*order*: all of them, topologically).
 
     Each wave collects at most one group of supported units; an unsupported unit that consumes a value of
     the current group is deferred to the next wave together with everything behind it.
+
+    *fast*, when given, is ``(signatures, answers, keys, memo, yes)``: a unit ``u`` whose ``signatures[u]`` is
+    not None, whose ``keys[u]`` is not in *memo* and for which ``answers.get(signatures[u])`` is *yes* is
+    supported without asking *is_supported*, and ``memo[keys[u]]`` is set to *yes*.
     """
+    if fast is not None:
+        is_supported = _fast_path(is_supported, *fast)
     remaining = list(in_degree)
     queue = collections.deque([u for u in order if not remaining[u]])
     popleft, push = queue.popleft, queue.append
@@ -359,6 +384,29 @@ def _waves(order: Sequence[int], consumers: Sequence[Sequence[int]], in_degree: 
             groups.append(group)
         queue.extend(deferred)
     return groups
+
+
+def _fast_path(ask: Callable[[int], bool], signatures: Sequence[tuple | None], answers: Mapping[tuple, Support],
+               keys: Sequence[int], memo: dict[int, Support], yes: Support) -> Callable[[int], bool]:
+    def is_supported(u: int) -> bool:
+        signature = signatures[u]
+        if signature is not None:
+            key = keys[u]
+            if key not in memo and answers.get(signature) is yes:
+                memo[key] = yes
+                return True
+        return ask(u)
+
+    return is_supported
+
+
+# The compiled twins (mobile_ep._speedups) when built, else the pure-Python ones above: same results.
+_speedups = _accel.speedups
+_producers = _speedups.producers if _speedups else _py_producers
+_in_degrees = _speedups.in_degrees if _speedups else _py_in_degrees
+_drain = _speedups.drain if _speedups else _py_drain
+_ordered_consumers = _speedups.ordered_consumers if _speedups else _py_ordered_consumers
+_waves = _speedups.waves if _speedups else _py_waves
 
 
 # --------------------------------------------------------------------------------------------------
@@ -452,12 +500,19 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
         if SIGNATURE_MEMO and type(backend).supports is Backend.supports:
             signatures = {} if _SHARED_SIGNATURES is None else _SHARED_SIGNATURES.setdefault(
                 (id(backend), tuple(sorted(model.opset_imports.items())), model.ir_version), {})
+        # Every node's signature worked out up front (None where the memo does not apply), so that the wave loop
+        # answers a node whose signature is known "supported" without calling is_supported.
+        fast_signatures = _fast_signatures(graph_nodes, ctx, backend, owner if taken else None, excluded) \
+            if signatures is not None and single else None
+        fast = None if fast_signatures is None else (
+            fast_signatures, signatures, list(map(id, graph_nodes)), memo, SUPPORTED)
 
         def is_supported(u: int, backend: Backend = backend, ctx: _ProposalContext = ctx, memo: dict = memo,
                          unit_list: list[NodeUnit] = unit_list, unit_nodes: list = unit_nodes, taken: bool = taken,
                          excluded: Mapping[ir.Node, str] = excluded, rejected: dict[ir.Node, str] = rejected,
                          single: bool = single, signatures: dict | None = signatures,
-                         lookup: Callable = backend.rules.lookup) -> bool:
+                         fast_signatures: list | None = fast_signatures, lookup: Callable = backend.rules.lookup
+                         ) -> bool:
             unit = unit_list[u]
             owned = next((owner[i] for i in unit_nodes[u] if owner[i] is not None), None) if taken else None
             if owned is not None:
@@ -475,7 +530,7 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
                         if signatures is not None and (single or unit.kind == "single"):
                             rule = lookup(_domain(target), _op_type(target), ctx.node_opset(target))
                             if rule is not None and rule.signature_memo:
-                                signature = ctx.signature(target)
+                                signature = ctx.signature(target) if fast_signatures is None else fast_signatures[u]
                                 if signature is not None:
                                     answer = signatures.get(signature)
                         if answer is None:
@@ -499,9 +554,10 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
             return False
 
         partitions: list[Partition] = []
-        for group in _waves(order, consumers, in_degree, is_supported):
-            members = group if single else [i for u in group for i in unit_nodes[u]]
-            inputs, outputs = index.io(members, graph_outputs)
+        groups = _waves(order, consumers, in_degree, is_supported, fast)
+        member_lists = groups if single else [[i for u in group for i in unit_nodes[u]] for group in groups]
+        for group, members, (inputs, outputs) in zip(groups, member_lists, index.io_many(member_lists, graph_outputs),
+                                                     strict=True):
             view = PartitionView(backend.name, tuple(map(unit_list.__getitem__, group)), inputs, outputs)
             # (the units' nodes, in the units' order: what view.nodes would work out unit by unit)
             object.__setattr__(view, "_nodes", tuple(map(graph_nodes.__getitem__, members)))
@@ -534,6 +590,29 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
     return Proposal(nodes, per_backend, _placements(nodes, owners, texts), memos)
 
 
+def _fast_signatures(nodes: list[ir.Node], ctx: _ProposalContext, backend: Backend, owner: list[str | None] | None,
+                     excluded: Mapping[ir.Node, str]) -> list[tuple | None] | None:
+    """Each node's signature where its rule has ``signature_memo`` and the node is neither taken by an earlier
+    backend nor excluded, else None; ``None`` altogether if working them out raised (then each node is asked
+    on its own, and its error is handled as usual)."""
+    try:
+        domains = list(map(_domain, nodes))
+        ops = list(map(_op_type, nodes))
+        lookup = backend.rules.lookup
+        memoized = {}
+        for domain, op in set(zip(domains, ops)):
+            rule = lookup(domain, op, ctx.opset(domain))  # (= ctx.node_opset of a node of that domain)
+            memoized[domain, op] = rule is not None and bool(rule.signature_memo)
+        mask = list(map(memoized.__getitem__, zip(domains, ops)))
+        if owner is not None:
+            mask = [wanted and name is None for wanted, name in zip(mask, owner)]
+        if excluded:
+            mask = [wanted and node not in excluded for wanted, node in zip(mask, nodes)]
+        return ctx.signatures(nodes, mask)
+    except Exception:
+        return None
+
+
 def _placements(nodes: Iterable[ir.Node], owners: Iterable[str | None], texts: Iterable[str]
                 ) -> dict[ir.Node, Placement]:
     """``{node: Placement(node, owner, text)}`` in half the time (one per node of the graph).
@@ -541,6 +620,10 @@ def _placements(nodes: Iterable[ir.Node], owners: Iterable[str | None], texts: I
     A field left at its default is not set on the instance: a dataclass keeps defaults as class attributes,
     so these placements are indistinguishable from ones made by ``Placement(...)``.
     """
+    if _speedups is not None:
+        nodes = list(nodes)
+        made = _speedups.instances(Placement, ("node", "backend", "reason"), (nodes, owners, texts), (False, False, True))
+        return dict(zip(nodes, made, strict=True))
     new, set_field = object.__new__, object.__setattr__
     result: dict[ir.Node, Placement] = {}
     for node, owner, text in zip(nodes, owners, texts, strict=True):

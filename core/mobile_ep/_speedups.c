@@ -1,0 +1,1516 @@
+/* Compiled versions of the partitioner's per-node loops (mobile_ep.partition, mobile_ep.capability).
+ *
+ * Each function here has a pure-Python twin with the same arguments and the same result (partition._py_*
+ * and capability._ProposalContext.signatures); mobile_ep._accel loads this module when it was built and
+ * MOBILE_EP_PURE_PYTHON is not set.  tests/test_speedups.py runs both on the same inputs and compares.
+ * The extension is optional: an install without a C compiler uses the twins.
+ *
+ * Nodes are numbered 0..n-1 and their edges are lists of Python ints; inside, they are C arrays.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* -------------------------------------------------------------------------------------------------- */
+/* helpers                                                                                              */
+/* -------------------------------------------------------------------------------------------------- */
+
+/* An int in [0, n) from a Python object, or -1 with an exception set. */
+static Py_ssize_t
+as_index(PyObject *item, Py_ssize_t n)
+{
+    Py_ssize_t v = PyLong_AsSsize_t(item);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < 0 || v >= n) {
+        PyErr_Format(PyExc_IndexError, "node number %zd out of range [0, %zd)", v, n);
+        return -1;
+    }
+    return v;
+}
+
+/* Python ints 0..n-1, shared by every list a call builds (one allocation per number, not per use). */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t n;
+} Numbers;
+
+static int
+numbers_init(Numbers *nums, Py_ssize_t n)
+{
+    nums->n = n;
+    nums->items = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(PyObject *));
+    if (nums->items == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        nums->items[i] = PyLong_FromSsize_t(i);
+        if (nums->items[i] == NULL)
+            return -1;
+    }
+    return 0;
+}
+
+static void
+numbers_free(Numbers *nums)
+{
+    if (nums->items == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < nums->n; i++)
+        Py_XDECREF(nums->items[i]);
+    PyMem_Free(nums->items);
+    nums->items = NULL;
+}
+
+static PyObject *
+number(Numbers *nums, Py_ssize_t i)
+{
+    PyObject *v = nums->items[i];
+    Py_INCREF(v);
+    return v;
+}
+
+/* A list of Python ints from a C array. */
+static PyObject *
+int_list(Numbers *nums, const Py_ssize_t *values, Py_ssize_t count)
+{
+    PyObject *list = PyList_New(count);
+    if (list == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < count; k++)
+        PyList_SET_ITEM(list, k, number(nums, values[k]));
+    return list;
+}
+
+/* Adjacency lists in one block (compressed rows): the entries of row i are data[start[i]:start[i+1]]. */
+typedef struct {
+    Py_ssize_t *start; /* n + 1 */
+    Py_ssize_t *data;
+    Py_ssize_t n;
+} Rows;
+
+static void
+rows_free(Rows *rows)
+{
+    PyMem_Free(rows->start);
+    PyMem_Free(rows->data);
+    rows->start = rows->data = NULL;
+}
+
+/* Rows from a sequence of sequences of ints in [0, limit). */
+static int
+rows_read(PyObject *seq, Py_ssize_t limit, Rows *rows, const char *what)
+{
+    rows->start = rows->data = NULL;
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (fast == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    rows->n = n;
+    rows->start = PyMem_Malloc((size_t)(n + 1) * sizeof(Py_ssize_t));
+    if (rows->start == NULL)
+        goto nomem;
+    Py_ssize_t total = 0;
+    rows->start[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t size = PyObject_Length(items[i]);
+        if (size < 0)
+            goto error;
+        total += size;
+        rows->start[i + 1] = total;
+    }
+    rows->data = PyMem_Malloc((size_t)(total > 0 ? total : 1) * sizeof(Py_ssize_t));
+    if (rows->data == NULL)
+        goto nomem;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PySequence_Fast(items[i], what);
+        if (row == NULL)
+            goto error;
+        Py_ssize_t size = PySequence_Fast_GET_SIZE(row);
+        if (size != rows->start[i + 1] - rows->start[i]) {
+            Py_DECREF(row);
+            PyErr_Format(PyExc_ValueError, "%s changed size while read", what);
+            goto error;
+        }
+        PyObject **entries = PySequence_Fast_ITEMS(row);
+        Py_ssize_t *out = rows->data + rows->start[i];
+        for (Py_ssize_t k = 0; k < size; k++) {
+            out[k] = as_index(entries[k], limit);
+            if (out[k] < 0) {
+                Py_DECREF(row);
+                goto error;
+            }
+        }
+        Py_DECREF(row);
+    }
+    Py_DECREF(fast);
+    return 0;
+nomem:
+    PyErr_NoMemory();
+error:
+    Py_DECREF(fast);
+    rows_free(rows);
+    return -1;
+}
+
+/* A sequence of ints as a C array (each in [0, limit) unless limit < 0). */
+static Py_ssize_t *
+ints_read(PyObject *seq, Py_ssize_t *count, Py_ssize_t limit, const char *what)
+{
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (fast == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    Py_ssize_t *values = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(Py_ssize_t));
+    if (values == NULL) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (limit >= 0) {
+            values[i] = as_index(items[i], limit);
+            if (values[i] < 0)
+                goto error;
+        }
+        else {
+            values[i] = PyLong_AsSsize_t(items[i]);
+            if (values[i] == -1 && PyErr_Occurred())
+                goto error;
+        }
+    }
+    Py_DECREF(fast);
+    *count = n;
+    return values;
+error:
+    Py_DECREF(fast);
+    PyMem_Free(values);
+    return NULL;
+}
+
+/* -------------------------------------------------------------------------------------------------- */
+/* producers(inputs, made_by)                                                                           */
+/* -------------------------------------------------------------------------------------------------- */
+PyDoc_STRVAR(producers_doc,
+"producers(inputs, made_by) -> list of tuples\n\n"
+"For each node's inputs (a sequence of values, None for an omitted one), the distinct numbers that\n"
+"made_by maps them to, in the order first read; values made_by does not hold are dropped.");
+
+static PyObject *
+speedups_producers(PyObject *self, PyObject *args)
+{
+    PyObject *inputs, *made_by;
+    if (!PyArg_ParseTuple(args, "OO!:producers", &inputs, &PyDict_Type, &made_by))
+        return NULL;
+    PyObject *fast = PySequence_Fast(inputs, "inputs must be a sequence");
+    if (fast == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **rows = PySequence_Fast_ITEMS(fast);
+    PyObject *result = PyList_New(n);
+    PyObject **found = NULL;
+    Py_ssize_t capacity = 0;
+    if (result == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PySequence_Fast(rows[i], "each node's inputs must be a sequence");
+        if (row == NULL)
+            goto error;
+        Py_ssize_t size = PySequence_Fast_GET_SIZE(row);
+        PyObject **values = PySequence_Fast_ITEMS(row);
+        if (size > capacity) {
+            PyObject **grown = PyMem_Realloc(found, (size_t)size * sizeof(PyObject *));
+            if (grown == NULL) {
+                Py_DECREF(row);
+                PyErr_NoMemory();
+                goto error;
+            }
+            found = grown;
+            capacity = size;
+        }
+        Py_ssize_t count = 0;
+        for (Py_ssize_t k = 0; k < size; k++) {
+            if (values[k] == Py_None)
+                continue;
+            PyObject *source = PyDict_GetItemWithError(made_by, values[k]); /* borrowed */
+            if (source == NULL) {
+                if (PyErr_Occurred()) {
+                    Py_DECREF(row);
+                    goto error;
+                }
+                continue;
+            }
+            if (source == Py_None)
+                continue;
+            int seen = 0;
+            for (Py_ssize_t m = 0; m < count && !seen; m++) {
+                int same = PyObject_RichCompareBool(found[m], source, Py_EQ);
+                if (same < 0) {
+                    Py_DECREF(row);
+                    goto error;
+                }
+                seen = same;
+            }
+            if (!seen)
+                found[count++] = source;
+        }
+        PyObject *tuple = PyTuple_New(count);
+        if (tuple == NULL) {
+            Py_DECREF(row);
+            goto error;
+        }
+        for (Py_ssize_t m = 0; m < count; m++) {
+            Py_INCREF(found[m]);
+            PyTuple_SET_ITEM(tuple, m, found[m]);
+        }
+        Py_DECREF(row);
+        PyList_SET_ITEM(result, i, tuple);
+    }
+    PyMem_Free(found);
+    Py_DECREF(fast);
+    return result;
+error:
+    PyMem_Free(found);
+    Py_XDECREF(result);
+    Py_DECREF(fast);
+    return NULL;
+}
+
+/* -------------------------------------------------------------------------------------------------- */
+/* in_degrees(producers)                                                                                */
+/* -------------------------------------------------------------------------------------------------- */
+PyDoc_STRVAR(in_degrees_doc,
+"in_degrees(producers) -> (in_degree, users)\n\n"
+"Each node's count of producers, and each node's users in node order.");
+
+static PyObject *
+speedups_in_degrees(PyObject *self, PyObject *producers)
+{
+    Py_ssize_t n = PyObject_Length(producers);
+    if (n < 0)
+        return NULL;
+    Rows rows;
+    if (rows_read(producers, n, &rows, "producers must be a sequence of sequences of ints") < 0)
+        return NULL;
+    PyObject *result = NULL, *degrees = NULL, *users = NULL;
+    Py_ssize_t *count = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(Py_ssize_t));
+    Py_ssize_t *fill = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(Py_ssize_t));
+    Py_ssize_t *flat = PyMem_Malloc((size_t)(rows.start[n] > 0 ? rows.start[n] : 1) * sizeof(Py_ssize_t));
+    Py_ssize_t *offset = PyMem_Malloc((size_t)(n + 1) * sizeof(Py_ssize_t));
+    Numbers nums = {NULL, 0};
+    if (count == NULL || fill == NULL || flat == NULL || offset == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (numbers_init(&nums, n) < 0)
+        goto done;
+    for (Py_ssize_t e = 0; e < rows.start[n]; e++)
+        count[rows.data[e]]++;
+    offset[0] = 0;
+    for (Py_ssize_t j = 0; j < n; j++)
+        offset[j + 1] = offset[j] + count[j];
+    for (Py_ssize_t i = 0; i < n; i++)  /* users of j in increasing i: node order */
+        for (Py_ssize_t e = rows.start[i]; e < rows.start[i + 1]; e++) {
+            Py_ssize_t j = rows.data[e];
+            flat[offset[j] + fill[j]++] = i;
+        }
+    degrees = PyList_New(n);
+    users = PyList_New(n);
+    if (degrees == NULL || users == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *degree = PyLong_FromSsize_t(rows.start[i + 1] - rows.start[i]);
+        if (degree == NULL)
+            goto done;
+        PyList_SET_ITEM(degrees, i, degree);
+        PyObject *row = int_list(&nums, flat + offset[i], count[i]);
+        if (row == NULL)
+            goto done;
+        PyList_SET_ITEM(users, i, row);
+    }
+    result = PyTuple_Pack(2, degrees, users);
+done:
+    Py_XDECREF(degrees);
+    Py_XDECREF(users);
+    numbers_free(&nums);
+    PyMem_Free(count);
+    PyMem_Free(fill);
+    PyMem_Free(flat);
+    PyMem_Free(offset);
+    rows_free(&rows);
+    return result;
+}
+
+/* -------------------------------------------------------------------------------------------------- */
+/* drain(in_degree, users)                                                                              */
+/* -------------------------------------------------------------------------------------------------- */
+PyDoc_STRVAR(drain_doc,
+"drain(in_degree, users) -> (placed, pending)\n\n"
+"Kahn's algorithm, depth first among ready nodes and graph order first: the nodes placed in order,\n"
+"and each node's count of producers never placed.");
+
+static PyObject *
+speedups_drain(PyObject *self, PyObject *args)
+{
+    PyObject *degree_seq, *users_seq;
+    if (!PyArg_ParseTuple(args, "OO:drain", &degree_seq, &users_seq))
+        return NULL;
+    Py_ssize_t n;
+    Py_ssize_t *pending = ints_read(degree_seq, &n, -1, "in_degree must be a sequence of ints");
+    if (pending == NULL)
+        return NULL;
+    Rows users;
+    PyObject *result = NULL, *placed_list = NULL, *pending_list = NULL;
+    Py_ssize_t *ready = NULL, *placed = NULL;
+    Numbers nums = {NULL, 0};
+    if (rows_read(users_seq, n, &users, "users must be a sequence of sequences of ints") < 0) {
+        PyMem_Free(pending);
+        return NULL;
+    }
+    if (users.n != n) {
+        PyErr_SetString(PyExc_ValueError, "in_degree and users differ in length");
+        goto done;
+    }
+    /* each node is made ready at most once (its count reaches zero once): n slots suffice */
+    ready = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(Py_ssize_t));
+    placed = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(Py_ssize_t));
+    if (ready == NULL || placed == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (numbers_init(&nums, n) < 0)
+        goto done;
+    Py_ssize_t top = 0, count = 0;
+    for (Py_ssize_t i = n - 1; i >= 0; i--)
+        if (pending[i] == 0)
+            ready[top++] = i;
+    while (top > 0) {
+        Py_ssize_t i = ready[--top];
+        placed[count++] = i;
+        for (Py_ssize_t e = users.start[i + 1] - 1; e >= users.start[i]; e--) {
+            Py_ssize_t user = users.data[e];
+            pending[user]--;
+            if (pending[user] == 0) {
+                if (top >= n) {
+                    PyErr_SetString(PyExc_ValueError, "users lists a node more often than in_degree counts it");
+                    goto done;
+                }
+                ready[top++] = user;
+            }
+        }
+    }
+    placed_list = int_list(&nums, placed, count);
+    if (placed_list == NULL)
+        goto done;
+    pending_list = PyList_New(n);
+    if (pending_list == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromSsize_t(pending[i]);
+        if (v == NULL)
+            goto done;
+        PyList_SET_ITEM(pending_list, i, v);
+    }
+    result = PyTuple_Pack(2, placed_list, pending_list);
+done:
+    Py_XDECREF(placed_list);
+    Py_XDECREF(pending_list);
+    numbers_free(&nums);
+    PyMem_Free(ready);
+    PyMem_Free(placed);
+    PyMem_Free(pending);
+    rows_free(&users);
+    return result;
+}
+
+/* -------------------------------------------------------------------------------------------------- */
+/* ordered_consumers(order, users)                                                                      */
+/* -------------------------------------------------------------------------------------------------- */
+PyDoc_STRVAR(ordered_consumers_doc,
+"ordered_consumers(order, users) -> (position, consumers)\n\n"
+"Each node's position in order (a permutation of 0..n-1), and each node's users sorted by position.");
+
+static const Py_ssize_t *sort_keys; /* (qsort has no context argument; only used with the GIL held) */
+
+static int
+by_position(const void *a, const void *b)
+{
+    Py_ssize_t x = sort_keys[*(const Py_ssize_t *)a], y = sort_keys[*(const Py_ssize_t *)b];
+    return (x > y) - (x < y);
+}
+
+static PyObject *
+speedups_ordered_consumers(PyObject *self, PyObject *args)
+{
+    PyObject *order_seq, *users_seq;
+    if (!PyArg_ParseTuple(args, "OO:ordered_consumers", &order_seq, &users_seq))
+        return NULL;
+    Py_ssize_t n = PyObject_Length(users_seq);
+    if (n < 0)
+        return NULL;
+    Py_ssize_t count;
+    Py_ssize_t *order = ints_read(order_seq, &count, n, "order must be a sequence of node numbers");
+    if (order == NULL)
+        return NULL;
+    Rows users;
+    PyObject *result = NULL, *position_list = NULL, *consumers = NULL;
+    Py_ssize_t *position = NULL;
+    Numbers nums = {NULL, 0};
+    if (rows_read(users_seq, n, &users, "users must be a sequence of sequences of ints") < 0) {
+        PyMem_Free(order);
+        return NULL;
+    }
+    if (count != n) {
+        PyErr_SetString(PyExc_ValueError, "order must hold every node once");
+        goto done;
+    }
+    position = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(Py_ssize_t));
+    if (position == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        position[i] = -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (position[order[k]] >= 0) {
+            PyErr_SetString(PyExc_ValueError, "order must hold every node once");
+            goto done;
+        }
+        position[order[k]] = k;
+    }
+    if (numbers_init(&nums, n) < 0)
+        goto done;
+    position_list = int_list(&nums, position, n);
+    consumers = PyList_New(n);
+    if (position_list == NULL || consumers == NULL)
+        goto done;
+    sort_keys = position;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t *row = users.data + users.start[i];
+        Py_ssize_t size = users.start[i + 1] - users.start[i];
+        if (size > 1)
+            qsort(row, (size_t)size, sizeof(Py_ssize_t), by_position); /* (positions are distinct) */
+        PyObject *list = int_list(&nums, row, size);
+        if (list == NULL)
+            goto done;
+        PyList_SET_ITEM(consumers, i, list);
+    }
+    result = PyTuple_Pack(2, position_list, consumers);
+done:
+    Py_XDECREF(position_list);
+    Py_XDECREF(consumers);
+    numbers_free(&nums);
+    PyMem_Free(position);
+    PyMem_Free(order);
+    rows_free(&users);
+    return result;
+}
+
+/* -------------------------------------------------------------------------------------------------- */
+/* waves(order, consumers, in_degree, is_supported, fast=None)                                          */
+/* -------------------------------------------------------------------------------------------------- */
+PyDoc_STRVAR(waves_doc,
+"waves(order, consumers, in_degree, is_supported, fast=None) -> list of lists\n\n"
+"ONNX Runtime's wave algorithm over units 0..n-1 (see mobile_ep.partition._waves).  fast, when given,\n"
+"is (signatures, answers, keys, memo, yes): a unit u whose signatures[u] is not None, whose keys[u] is\n"
+"not in memo, and for which answers.get(signatures[u]) is yes, is supported without calling\n"
+"is_supported; memo[keys[u]] is set to yes.");
+
+typedef struct {
+    Py_ssize_t *items;
+    Py_ssize_t size, capacity;
+} Vec;
+
+static int
+vec_push(Vec *v, Py_ssize_t x)
+{
+    if (v->size == v->capacity) {
+        Py_ssize_t capacity = v->capacity ? 2 * v->capacity : 64;
+        Py_ssize_t *grown = PyMem_Realloc(v->items, (size_t)capacity * sizeof(Py_ssize_t));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        v->items = grown;
+        v->capacity = capacity;
+    }
+    v->items[v->size++] = x;
+    return 0;
+}
+
+/* 1 if the fast path says unit u is supported, 0 if is_supported must be asked, -1 on error. */
+static int
+fast_answer(PyObject *fast_signatures, PyObject *answers, PyObject *keys, PyObject *memo, PyObject *yes,
+            Py_ssize_t u)
+{
+    PyObject *signature = PyList_GET_ITEM(fast_signatures, u);
+    if (signature == Py_None)
+        return 0;
+    PyObject *key = PyList_GET_ITEM(keys, u);
+    int known = PyDict_Contains(memo, key);
+    if (known != 0)
+        return known < 0 ? -1 : 0;
+    PyObject *answer = PyDict_GetItemWithError(answers, signature); /* borrowed */
+    if (answer == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (answer != yes)
+        return 0;
+    if (PyDict_SetItem(memo, key, yes) < 0)
+        return -1;
+    return 1;
+}
+
+static PyObject *
+speedups_waves(PyObject *self, PyObject *args)
+{
+    PyObject *order_seq, *consumers_seq, *degree_seq, *is_supported, *fast = Py_None;
+    PyObject *fast_signatures = NULL, *answers = NULL, *keys = NULL, *memo = NULL, *yes = NULL;
+    if (!PyArg_ParseTuple(args, "OOOO|O:waves", &order_seq, &consumers_seq, &degree_seq, &is_supported, &fast))
+        return NULL;
+    if (!PyCallable_Check(is_supported)) {
+        PyErr_SetString(PyExc_TypeError, "is_supported must be callable");
+        return NULL;
+    }
+    Py_ssize_t n;
+    Py_ssize_t *remaining = ints_read(degree_seq, &n, -1, "in_degree must be a sequence of ints");
+    if (remaining == NULL)
+        return NULL;
+    if (fast != Py_None) {
+        if (!PyArg_ParseTuple(fast, "O!O!O!O!O:waves fast path", &PyList_Type, &fast_signatures, &PyDict_Type,
+                              &answers, &PyList_Type, &keys, &PyDict_Type, &memo, &yes)) {
+            PyMem_Free(remaining);
+            return NULL;
+        }
+        if (PyList_GET_SIZE(fast_signatures) != n || PyList_GET_SIZE(keys) != n) {
+            PyMem_Free(remaining);
+            PyErr_SetString(PyExc_ValueError, "the fast path's signatures and keys must have one entry per unit");
+            return NULL;
+        }
+    }
+    Rows consumers;
+    Py_ssize_t count;
+    Py_ssize_t *order = NULL;
+    signed char *supported = NULL; /* -1 not asked yet, 0 no, 1 yes */
+    Py_ssize_t *border = NULL;     /* the wave in which a unit was last put in the border, or -1 */
+    Vec queue = {NULL, 0, 0}, deferred = {NULL, 0, 0}, group = {NULL, 0, 0};
+    PyObject *groups = NULL;
+    Numbers nums = {NULL, 0};
+    if (rows_read(consumers_seq, n, &consumers, "consumers must be a sequence of sequences of ints") < 0) {
+        PyMem_Free(remaining);
+        return NULL;
+    }
+    if (consumers.n != n) {
+        PyErr_SetString(PyExc_ValueError, "consumers and in_degree differ in length");
+        goto error;
+    }
+    order = ints_read(order_seq, &count, n, "order must be a sequence of unit numbers");
+    if (order == NULL)
+        goto error;
+    supported = PyMem_Malloc((size_t)(n > 0 ? n : 1));
+    border = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(Py_ssize_t));
+    if (supported == NULL || border == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    memset(supported, -1, (size_t)n);
+    for (Py_ssize_t i = 0; i < n; i++)
+        border[i] = -1;
+    if (numbers_init(&nums, n) < 0)
+        goto error;
+    groups = PyList_New(0);
+    if (groups == NULL)
+        goto error;
+    for (Py_ssize_t k = 0; k < count; k++)
+        if (remaining[order[k]] == 0 && vec_push(&queue, order[k]) < 0)
+            goto error;
+    Py_ssize_t wave = 0;
+    while (queue.size > 0) {
+        Py_ssize_t head = 0;
+        group.size = 0;
+        deferred.size = 0;
+        while (head < queue.size) {
+            Py_ssize_t unit = queue.items[head++];
+            if (supported[unit] < 0) {
+                int answer = 0;
+                if (fast_signatures != NULL) {
+                    answer = fast_answer(fast_signatures, answers, keys, memo, yes, unit);
+                    if (answer < 0)
+                        goto error;
+                }
+                if (!answer) {
+                    PyObject *result = PyObject_CallOneArg(is_supported, nums.items[unit]);
+                    if (result == NULL)
+                        goto error;
+                    answer = PyObject_IsTrue(result);
+                    Py_DECREF(result);
+                    if (answer < 0)
+                        goto error;
+                }
+                supported[unit] = (signed char)answer;
+            }
+            Py_ssize_t first = consumers.start[unit], end = consumers.start[unit + 1];
+            if (supported[unit]) {
+                if (vec_push(&group, unit) < 0)
+                    goto error;
+                for (Py_ssize_t e = first; e < end; e++)
+                    border[consumers.data[e]] = wave;
+            }
+            else if (border[unit] == wave) {
+                if (vec_push(&deferred, unit) < 0) /* behind the group: wait for the next wave */
+                    goto error;
+                continue;
+            }
+            for (Py_ssize_t e = first; e < end; e++) {
+                Py_ssize_t consumer = consumers.data[e];
+                if (--remaining[consumer] == 0 && vec_push(&queue, consumer) < 0)
+                    goto error;
+            }
+        }
+        if (group.size > 0) {
+            PyObject *list = int_list(&nums, group.items, group.size);
+            if (list == NULL)
+                goto error;
+            int failed = PyList_Append(groups, list);
+            Py_DECREF(list);
+            if (failed < 0)
+                goto error;
+        }
+        /* the next wave starts with the deferred units */
+        Vec swap = queue;
+        queue = deferred;
+        deferred = swap;
+        wave++;
+    }
+    goto done;
+error:
+    Py_CLEAR(groups);
+done:
+    numbers_free(&nums);
+    PyMem_Free(queue.items);
+    PyMem_Free(deferred.items);
+    PyMem_Free(group.items);
+    PyMem_Free(supported);
+    PyMem_Free(border);
+    PyMem_Free(order);
+    PyMem_Free(remaining);
+    rows_free(&consumers);
+    return groups;
+}
+
+/* -------------------------------------------------------------------------------------------------- */
+/* signatures(nodes, fields, plain, facts, fact)                                                        */
+/* -------------------------------------------------------------------------------------------------- */
+PyDoc_STRVAR(signatures_doc,
+"signatures(nodes, fields, plain, facts, fact, mask=None, fact_fields=None) -> list\n\n"
+"Each node's signature (see mobile_ep.capability._ProposalContext.signature), or None where an\n"
+"attribute is not a plain value.  fields: the getters (attribute_data, attr_value, attr_type, op_type,\n"
+"domain, inputs, outputs); plain: the attribute types a signature holds; facts: the values' facts\n"
+"worked out so far (new ones are added); fact: called for a value not in facts that fact_fields (see\n"
+"compiled_fact) cannot work out; mask: None where it is false.");
+
+/* A value's fact (see _ProposalContext._fact) worked out here: a new tuple, Py_None (new reference) when the
+ * value needs the Python method (no shape, no element type, constants pending), or NULL on error.
+ * fields: (value_shape, shape_dims, value_type, value_producer, op_type, domain, is_initializer, const_value,
+ * is_graph_input, overridable, pending) where overridable tells whether an initializer that is also a graph
+ * input may be overridden (IR version 4 and later). */
+static PyObject *
+compiled_fact(PyObject *value, PyObject *fields)
+{
+    PyObject *value_shape = PyTuple_GET_ITEM(fields, 0), *shape_dims = PyTuple_GET_ITEM(fields, 1);
+    PyObject *value_type = PyTuple_GET_ITEM(fields, 2), *value_producer = PyTuple_GET_ITEM(fields, 3);
+    PyObject *op_type = PyTuple_GET_ITEM(fields, 4), *domain = PyTuple_GET_ITEM(fields, 5);
+    PyObject *is_initializer = PyTuple_GET_ITEM(fields, 6), *const_value = PyTuple_GET_ITEM(fields, 7);
+    PyObject *is_graph_input = PyTuple_GET_ITEM(fields, 8), *overridable = PyTuple_GET_ITEM(fields, 9);
+    PyObject *pending = PyTuple_GET_ITEM(fields, 10);
+    PyObject *shape = NULL, *dims = NULL, *type = NULL, *dtype = NULL, *producer = NULL, *initializer = NULL;
+    PyObject *tensor = NULL, *graph_input = NULL, *result = NULL;
+    int from_constant = 0, constant = 0, initializer_constant = 0;
+    if (PyObject_IsTrue(pending) != 0) /* (constants a rewrite is about to add: the Python method) */
+        goto slow;
+    if ((shape = PyObject_CallOneArg(value_shape, value)) == NULL)
+        goto done;
+    if (shape == Py_None)
+        goto slow;
+    if ((dims = PyObject_CallOneArg(shape_dims, shape)) == NULL || (type = PyObject_CallOneArg(value_type, value)) == NULL)
+        goto done;
+    if (type == Py_None)
+        goto slow;
+    if ((dtype = PyObject_GetAttrString(type, "dtype")) == NULL)
+        goto done;
+    if (dtype == Py_None)
+        goto slow;
+    if ((producer = PyObject_CallOneArg(value_producer, value)) == NULL)
+        goto done;
+    if (producer != Py_None) {
+        PyObject *op = PyObject_CallOneArg(op_type, producer);
+        if (op == NULL)
+            goto done;
+        int is_constant_op = PyUnicode_Check(op) && PyUnicode_CompareWithASCIIString(op, "Constant") == 0;
+        Py_DECREF(op);
+        if (is_constant_op) {
+            PyObject *name = PyObject_CallOneArg(domain, producer);
+            if (name == NULL)
+                goto done;
+            from_constant = PyUnicode_Check(name) && (PyUnicode_GET_LENGTH(name) == 0
+                                                      || PyUnicode_CompareWithASCIIString(name, "ai.onnx") == 0);
+            Py_DECREF(name);
+        }
+    }
+    if ((initializer = PyObject_CallOneArg(is_initializer, value)) == NULL)
+        goto done;
+    if (initializer != Py_True && initializer != Py_False)
+        goto slow;
+    if (initializer == Py_True) {
+        if ((tensor = PyObject_CallOneArg(const_value, value)) == NULL)
+            goto done;
+        if (tensor != Py_None) {
+            initializer_constant = 1;
+            if ((graph_input = PyObject_CallOneArg(is_graph_input, value)) == NULL)
+                goto done;
+            int input = PyObject_IsTrue(graph_input), late = PyObject_IsTrue(overridable);
+            if (input < 0 || late < 0)
+                goto done;
+            constant = !(input && late);
+        }
+    }
+    result = PyTuple_Pack(5, dtype, dims, constant ? Py_True : Py_False, initializer_constant ? Py_True : Py_False,
+                          from_constant ? Py_True : Py_False);
+    goto done;
+slow:
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    Py_XDECREF(shape);
+    Py_XDECREF(dims);
+    Py_XDECREF(type);
+    Py_XDECREF(dtype);
+    Py_XDECREF(producer);
+    Py_XDECREF(initializer);
+    Py_XDECREF(tensor);
+    Py_XDECREF(graph_input);
+    return result;
+}
+
+static PyObject *
+value_facts(PyObject *values, PyObject *facts, PyObject *fact, PyObject *fact_fields)
+{
+    PyObject *fast = PySequence_Fast(values, "a node's inputs and outputs must be sequences");
+    if (fast == NULL)
+        return NULL;
+    Py_ssize_t size = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    PyObject *tuple = PyTuple_New(size);
+    if (tuple == NULL) {
+        Py_DECREF(fast);
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < size; k++) {
+        PyObject *known = PyDict_GetItemWithError(facts, items[k]); /* borrowed */
+        if (known != NULL)
+            Py_INCREF(known);
+        else if (PyErr_Occurred())
+            goto error;
+        else {
+            known = fact_fields != Py_None ? compiled_fact(items[k], fact_fields) : (Py_INCREF(Py_None), Py_None);
+            if (known == NULL)
+                goto error;
+            if (known == Py_None) {
+                Py_DECREF(known);
+                if ((known = PyObject_CallOneArg(fact, items[k])) == NULL)
+                    goto error;
+            }
+            else if (PyDict_SetItem(facts, items[k], known) < 0) {
+                Py_DECREF(known);
+                goto error;
+            }
+        }
+        PyTuple_SET_ITEM(tuple, k, known);
+    }
+    Py_DECREF(fast);
+    return tuple;
+error:
+    Py_DECREF(tuple);
+    Py_DECREF(fast);
+    return NULL;
+}
+
+/* The attributes' part of a signature: a new tuple, Py_None (new reference) when one is not plain, or NULL. */
+static PyObject *
+attribute_items(PyObject *data, PyObject *attr_value, PyObject *attr_type, PyObject *plain)
+{
+    if (!PyDict_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "a node's attribute data must be a dict");
+        return NULL;
+    }
+    Py_ssize_t size = PyDict_GET_SIZE(data);
+    PyObject *items = PyTuple_New(size);
+    if (items == NULL)
+        return NULL;
+    Py_ssize_t pos = 0, k = 0;
+    PyObject *name, *attribute;
+    while (PyDict_Next(data, &pos, &name, &attribute)) {
+        if (k >= size) {
+            PyErr_SetString(PyExc_RuntimeError, "attributes changed while read");
+            goto error;
+        }
+        PyObject *value = PyObject_CallOneArg(attr_value, attribute);
+        if (value == NULL)
+            goto error;
+        if (value == Py_None) {
+            Py_DECREF(items);
+            return value; /* (None for a reference to a function's attribute) */
+        }
+        PyObject *type = PyObject_CallOneArg(attr_type, attribute);
+        if (type == NULL) {
+            Py_DECREF(value);
+            goto error;
+        }
+        int ok = PySet_Contains(plain, type);
+        Py_DECREF(type);
+        if (ok <= 0) {
+            Py_DECREF(value);
+            if (ok < 0)
+                goto error;
+            Py_DECREF(items);
+            Py_RETURN_NONE;
+        }
+        if (PyList_CheckExact(value)) {
+            PyObject *tuple = PyList_AsTuple(value);
+            Py_DECREF(value);
+            if (tuple == NULL)
+                goto error;
+            value = tuple;
+        }
+        PyObject *pair = PyTuple_Pack(2, name, value);
+        Py_DECREF(value);
+        if (pair == NULL)
+            goto error;
+        PyTuple_SET_ITEM(items, k++, pair);
+    }
+    if (k != size) {
+        PyErr_SetString(PyExc_RuntimeError, "attributes changed while read");
+        goto error;
+    }
+    return items;
+error:
+    Py_DECREF(items);
+    return NULL;
+}
+
+static PyObject *
+speedups_signatures(PyObject *self, PyObject *args)
+{
+    PyObject *nodes, *fields, *plain, *facts, *fact, *mask = Py_None, *fact_fields = Py_None;
+    PyObject *attribute_data, *attr_value, *attr_type, *op_type, *domain, *inputs, *outputs;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O|OO:signatures", &nodes, &PyTuple_Type, &fields, &PyFrozenSet_Type, &plain,
+                          &PyDict_Type, &facts, &fact, &mask, &fact_fields))
+        return NULL;
+    if (fact_fields != Py_None && (!PyTuple_Check(fact_fields) || PyTuple_GET_SIZE(fact_fields) != 11)) {
+        PyErr_SetString(PyExc_TypeError, "fact_fields must be None or a tuple of 11 items");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(fields, "OOOOOOO:signature fields", &attribute_data, &attr_value, &attr_type, &op_type,
+                          &domain, &inputs, &outputs))
+        return NULL;
+    PyObject *fast = PySequence_Fast(nodes, "nodes must be a sequence");
+    if (fast == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    PyObject *wanted = NULL;
+    PyObject *result = PyList_New(n);
+    if (result == NULL)
+        goto error;
+    if (mask != Py_None) {
+        wanted = PySequence_Fast(mask, "mask must be a sequence");
+        if (wanted == NULL)
+            goto error;
+        if (PySequence_Fast_GET_SIZE(wanted) != n) {
+            PyErr_SetString(PyExc_ValueError, "mask and nodes differ in length");
+            goto error;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *node = items[i];
+        if (wanted != NULL) {
+            int on = PyObject_IsTrue(PySequence_Fast_GET_ITEM(wanted, i));
+            if (on < 0)
+                goto error;
+            if (!on) {
+                Py_INCREF(Py_None);
+                PyList_SET_ITEM(result, i, Py_None);
+                continue;
+            }
+        }
+        PyObject *data = PyObject_CallOneArg(attribute_data, node);
+        if (data == NULL)
+            goto error;
+        PyObject *attributes;
+        int any = PyObject_IsTrue(data);
+        if (any < 0) {
+            Py_DECREF(data);
+            goto error;
+        }
+        attributes = any ? attribute_items(data, attr_value, attr_type, plain) : PyTuple_New(0);
+        Py_DECREF(data);
+        if (attributes == NULL)
+            goto error;
+        if (attributes == Py_None) {
+            PyList_SET_ITEM(result, i, attributes);
+            continue;
+        }
+        PyObject *parts[5] = {NULL, NULL, attributes, NULL, NULL};
+        PyObject *values;
+        if ((parts[0] = PyObject_CallOneArg(op_type, node)) == NULL
+            || (parts[1] = PyObject_CallOneArg(domain, node)) == NULL)
+            goto part_error;
+        if ((values = PyObject_CallOneArg(inputs, node)) == NULL)
+            goto part_error;
+        parts[3] = value_facts(values, facts, fact, fact_fields);
+        Py_DECREF(values);
+        if (parts[3] == NULL || (values = PyObject_CallOneArg(outputs, node)) == NULL)
+            goto part_error;
+        parts[4] = value_facts(values, facts, fact, fact_fields);
+        Py_DECREF(values);
+        if (parts[4] == NULL)
+            goto part_error;
+        PyObject *signature = PyTuple_New(5);
+        if (signature == NULL)
+            goto part_error;
+        for (int k = 0; k < 5; k++)
+            PyTuple_SET_ITEM(signature, k, parts[k]);
+        PyList_SET_ITEM(result, i, signature);
+        continue;
+    part_error:
+        for (int k = 0; k < 5; k++)
+            Py_XDECREF(parts[k]);
+        goto error;
+    }
+    Py_XDECREF(wanted);
+    Py_DECREF(fast);
+    return result;
+error:
+    Py_XDECREF(wanted);
+    Py_XDECREF(result);
+    Py_DECREF(fast);
+    return NULL;
+}
+
+/* -------------------------------------------------------------------------------------------------- */
+/* element counts: the cost model's common case                                                        */
+/* -------------------------------------------------------------------------------------------------- */
+
+/* The product of dims when every one is an exact int and nothing overflows: 1 (in *numel), 0 when the
+ * caller must take the slow path, -1 on error. */
+static int
+exact_numel(PyObject *dims, long long *numel)
+{
+    PyObject *fast = PySequence_Fast(dims, "dims must be a sequence");
+    if (fast == NULL)
+        return -1;
+    Py_ssize_t size = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    long long product = 1;
+    int ok = 1;
+    for (Py_ssize_t k = 0; k < size && ok; k++) {
+        if (!PyLong_CheckExact(items[k])) {  /* (a SymbolicDim, or a bool: Python's int test is type(d) is int) */
+            ok = 0;
+            break;
+        }
+        int overflow = 0;
+        long long d = PyLong_AsLongLongAndOverflow(items[k], &overflow);
+        if (d == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        if (overflow || __builtin_mul_overflow(product, d, &product))
+            ok = 0;
+    }
+    Py_DECREF(fast);
+    if (ok)
+        *numel = product;
+    return ok;
+}
+
+/* The value's element count from its static shape (value_shape, then dims), as exact_numel. */
+static int
+value_numel(PyObject *value, PyObject *value_shape, PyObject *shape_dims, long long *numel)
+{
+    PyObject *shape = PyObject_CallOneArg(value_shape, value);
+    if (shape == NULL)
+        return -1;
+    if (shape == Py_None) {
+        Py_DECREF(shape);
+        return 0;
+    }
+    PyObject *dims = PyObject_CallOneArg(shape_dims, shape);
+    Py_DECREF(shape);
+    if (dims == NULL)
+        return -1;
+    int ok = exact_numel(dims, numel);
+    Py_DECREF(dims);
+    return ok;
+}
+
+PyDoc_STRVAR(flops_doc,
+"flops(nodes, fields, factors, special, slow) -> list of floats\n\n"
+"Each node's estimate as mobile_ep.cost.node_flops makes it: factors.get(op, 1.0) times its first output's\n"
+"element count, for an op not in special whose first output has a shape of ints; slow(node) otherwise.\n"
+"fields: the getters (op_type, outputs, value_shape, shape_dims).");
+
+static PyObject *
+speedups_flops(PyObject *self, PyObject *args)
+{
+    PyObject *nodes, *fields, *factors, *special, *slow;
+    PyObject *op_type, *outputs, *value_shape, *shape_dims;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O:flops", &nodes, &PyTuple_Type, &fields, &PyDict_Type, &factors,
+                          &PyFrozenSet_Type, &special, &slow))
+        return NULL;
+    if (!PyArg_ParseTuple(fields, "OOOO:flops fields", &op_type, &outputs, &value_shape, &shape_dims))
+        return NULL;
+    PyObject *fast = PySequence_Fast(nodes, "nodes must be a sequence");
+    if (fast == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    PyObject *result = PyList_New(n);
+    if (result == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *node = items[i], *estimate = NULL;
+        PyObject *op = PyObject_CallOneArg(op_type, node);
+        if (op == NULL)
+            goto error;
+        int is_special = PySet_Contains(special, op);
+        int ok = 0;
+        long long numel = 0;
+        if (is_special == 0) {
+            PyObject *values = PyObject_CallOneArg(outputs, node);
+            if (values == NULL) {
+                Py_DECREF(op);
+                goto error;
+            }
+            Py_ssize_t count = PyObject_Length(values);
+            if (count == 0)
+                ok = 1; /* (no output: nothing to count) */
+            else if (count > 0) {
+                PyObject *first = PySequence_GetItem(values, 0);
+                ok = first == NULL ? -1 : value_numel(first, value_shape, shape_dims, &numel);
+                Py_XDECREF(first);
+            }
+            else
+                ok = -1;
+            Py_DECREF(values);
+        }
+        else if (is_special < 0)
+            ok = -1;
+        if (ok == 1) {
+            double factor = 1.0;
+            PyObject *given = PyDict_GetItemWithError(factors, op); /* borrowed */
+            if (given != NULL)
+                factor = PyFloat_AsDouble(given);
+            if ((given == NULL || factor == -1.0) && PyErr_Occurred())
+                ok = -1;
+            else
+                estimate = PyFloat_FromDouble(factor * (double)numel);
+        }
+        Py_DECREF(op);
+        if (ok < 0)
+            goto error;
+        if (ok == 0)
+            estimate = PyObject_CallOneArg(slow, node);
+        if (estimate == NULL)
+            goto error;
+        PyList_SET_ITEM(result, i, estimate);
+    }
+    Py_DECREF(fast);
+    return result;
+error:
+    Py_XDECREF(result);
+    Py_DECREF(fast);
+    return NULL;
+}
+
+PyDoc_STRVAR(numbytes_doc,
+"numbytes(values, fields, itemsizes, slow) -> int\n\n"
+"The bytes of values together, as mobile_ep.cost._bytes counts each: element count times the item\n"
+"size of its element type (itemsizes[dtype]) for a value with a type, an element type in itemsizes and a\n"
+"shape of ints; slow(value) otherwise.  fields: the getters (value_shape, shape_dims, value_type).");
+
+static PyObject *
+speedups_numbytes(PyObject *self, PyObject *args)
+{
+    PyObject *values, *fields, *itemsizes, *slow;
+    PyObject *value_shape, *shape_dims, *value_type;
+    if (!PyArg_ParseTuple(args, "OO!O!O:numbytes", &values, &PyTuple_Type, &fields, &PyDict_Type, &itemsizes,
+                          &slow))
+        return NULL;
+    if (!PyArg_ParseTuple(fields, "OOO:numbytes fields", &value_shape, &shape_dims, &value_type))
+        return NULL;
+    PyObject *fast = PySequence_Fast(values, "values must be a sequence");
+    if (fast == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    PyObject *total = PyLong_FromLong(0);
+    long long sum = 0; /* added to total when it would overflow, and at the end */
+    if (total == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *value = items[i];
+        long long numel = 0, size_bytes = 0;
+        int ok = 0;
+        PyObject *type = PyObject_CallOneArg(value_type, value);
+        if (type == NULL)
+            goto error;
+        if (type != Py_None) {
+            PyObject *dtype = PyObject_GetAttrString(type, "dtype");
+            if (dtype == NULL) {
+                Py_DECREF(type);
+                goto error;
+            }
+            PyObject *itemsize = PyDict_GetItemWithError(itemsizes, dtype); /* borrowed */
+            Py_DECREF(dtype);
+            if (itemsize == NULL && PyErr_Occurred()) {
+                Py_DECREF(type);
+                goto error;
+            }
+            if (itemsize != NULL) {
+                double size = PyFloat_AsDouble(itemsize);
+                if (size == -1.0 && PyErr_Occurred()) {
+                    Py_DECREF(type);
+                    goto error;
+                }
+                ok = value_numel(value, value_shape, shape_dims, &numel);
+                if (ok == 1) {
+                    double product = (double)numel * size;  /* (Python: int(numel * itemsize)) */
+                    if (product >= -4e18 && product <= 4e18)
+                        size_bytes = (long long)product;
+                    else
+                        ok = 0;
+                }
+            }
+        }
+        Py_DECREF(type);
+        if (ok < 0)
+            goto error;
+        if (ok == 1 && !__builtin_add_overflow(sum, size_bytes, &sum))
+            continue;
+        PyObject *part = ok == 1 ? PyLong_FromLongLong(size_bytes) : PyObject_CallOneArg(slow, value);
+        if (part == NULL)
+            goto error;
+        PyObject *grown = PyNumber_Add(total, part);
+        Py_DECREF(part);
+        if (grown == NULL)
+            goto error;
+        Py_SETREF(total, grown);
+    }
+    PyObject *rest = PyLong_FromLongLong(sum);
+    if (rest == NULL)
+        goto error;
+    PyObject *grown = PyNumber_Add(total, rest);
+    Py_DECREF(rest);
+    Py_DECREF(total);
+    Py_DECREF(fast);
+    return grown;
+error:
+    Py_XDECREF(total);
+    Py_DECREF(fast);
+    return NULL;
+}
+
+/* -------------------------------------------------------------------------------------------------- */
+/* io_many(groups, nodes, made_by, where, graph_outputs, outer_reads, fields)                           */
+/* -------------------------------------------------------------------------------------------------- */
+PyDoc_STRVAR(io_many_doc,
+"io_many(groups, nodes, made_by, where, graph_outputs, outer_reads, fields) -> list of (inputs, outputs)\n\n"
+"mobile_ep.partition._GraphIndex.io for each group of node numbers.  where: node -> number; fields: the\n"
+"getters (inputs, outputs) of a node.");
+
+/* 1 if value is a key of dict, 0 if not, -1 on error. */
+static int
+has_key(PyObject *dict, PyObject *value)
+{
+    return PyDict_Contains(dict, value);
+}
+
+/* Whether the number obj maps to (through mapping) is a member of the current group. */
+static int
+inside(PyObject *mapping, PyObject *obj, const Py_ssize_t *stamp, Py_ssize_t n, Py_ssize_t group)
+{
+    PyObject *number = PyDict_GetItemWithError(mapping, obj); /* borrowed */
+    if (number == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyLong_CheckExact(number))
+        return 0;
+    Py_ssize_t j = PyLong_AsSsize_t(number);
+    if (j == -1 && PyErr_Occurred())
+        return -1;
+    return j >= 0 && j < n && stamp[j] == group;
+}
+
+static PyObject *
+group_io(PyObject *members, PyObject **nodes, Py_ssize_t n, PyObject *made_by, PyObject *where,
+         PyObject *graph_outputs, PyObject *outer_reads, PyObject *node_inputs, PyObject *node_outputs,
+         Py_ssize_t *stamp, Py_ssize_t group)
+{
+    PyObject *fast = PySequence_Fast(members, "a group must be a sequence of node numbers");
+    if (fast == NULL)
+        return NULL;
+    Py_ssize_t size = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    PyObject *inputs = PyDict_New(), *outputs = PyDict_New(), *result = NULL;
+    Py_ssize_t *numbers = PyMem_Malloc((size_t)(size > 0 ? size : 1) * sizeof(Py_ssize_t));
+    if (inputs == NULL || outputs == NULL || numbers == NULL) {
+        if (numbers == NULL)
+            PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < size; k++) {
+        if ((numbers[k] = as_index(items[k], n)) < 0)
+            goto done;
+        stamp[numbers[k]] = group;
+    }
+    int has_outer = PyDict_GET_SIZE(outer_reads) > 0;
+    for (Py_ssize_t k = 0; k < size; k++) {
+        PyObject *node = nodes[numbers[k]], *values = NULL;
+        if (has_outer) {
+            values = PyDict_GetItemWithError(outer_reads, items[k]);
+            if (values != NULL)
+                Py_INCREF(values);
+            else if (PyErr_Occurred())
+                goto done;
+        }
+        if (values == NULL && (values = PyObject_CallOneArg(node_inputs, node)) == NULL)
+            goto done;
+        PyObject *row = PySequence_Fast(values, "a node's inputs must be a sequence");
+        Py_DECREF(values);
+        if (row == NULL)
+            goto done;
+        for (Py_ssize_t m = 0; m < PySequence_Fast_GET_SIZE(row); m++) {
+            PyObject *value = PySequence_Fast_GET_ITEM(row, m);
+            if (value == Py_None)
+                continue;
+            int seen = has_key(inputs, value);
+            int member = seen ? 0 : inside(made_by, value, stamp, n, group);
+            if (seen < 0 || member < 0 || (!seen && !member && PyDict_SetItem(inputs, value, Py_None) < 0)) {
+                Py_DECREF(row);
+                goto done;
+            }
+        }
+        Py_DECREF(row);
+        if ((values = PyObject_CallOneArg(node_outputs, node)) == NULL)
+            goto done;
+        row = PySequence_Fast(values, "a node's outputs must be a sequence");
+        Py_DECREF(values);
+        if (row == NULL)
+            goto done;
+        for (Py_ssize_t m = 0; m < PySequence_Fast_GET_SIZE(row); m++) {
+            PyObject *value = PySequence_Fast_GET_ITEM(row, m);
+            int seen = has_key(outputs, value);
+            if (seen != 0) {
+                if (seen < 0)
+                    goto row_error;
+                continue;
+            }
+            int wanted = PySet_Contains(graph_outputs, value);
+            if (wanted < 0)
+                goto row_error;
+            if (!wanted) { /* read outside the group? */
+                PyObject *uses = PyObject_CallMethod(value, "uses", NULL);
+                if (uses == NULL)
+                    goto row_error;
+                PyObject *iterator = PyObject_GetIter(uses);
+                Py_DECREF(uses);
+                if (iterator == NULL)
+                    goto row_error;
+                PyObject *use;
+                while (!wanted && (use = PyIter_Next(iterator)) != NULL) {
+                    PyObject *user = PyObject_GetAttrString(use, "node");
+                    Py_DECREF(use);
+                    int member = user == NULL ? -1 : inside(where, user, stamp, n, group);
+                    Py_XDECREF(user);
+                    if (member < 0) {
+                        Py_DECREF(iterator);
+                        goto row_error;
+                    }
+                    wanted = !member;
+                }
+                Py_DECREF(iterator);
+                if (PyErr_Occurred())
+                    goto row_error;
+            }
+            if (wanted && PyDict_SetItem(outputs, value, Py_None) < 0)
+                goto row_error;
+        }
+        Py_DECREF(row);
+        continue;
+    row_error:
+        Py_DECREF(row);
+        goto done;
+    }
+    PyObject *in = PySequence_Tuple(inputs), *out = in == NULL ? NULL : PySequence_Tuple(outputs);
+    if (out != NULL)
+        result = PyTuple_Pack(2, in, out);
+    Py_XDECREF(in);
+    Py_XDECREF(out);
+done:
+    Py_XDECREF(inputs);
+    Py_XDECREF(outputs);
+    PyMem_Free(numbers);
+    Py_DECREF(fast);
+    return result;
+}
+
+static PyObject *
+speedups_io_many(PyObject *self, PyObject *args)
+{
+    PyObject *groups, *nodes_seq, *made_by, *where, *graph_outputs, *outer_reads, *fields;
+    PyObject *node_inputs, *node_outputs;
+    if (!PyArg_ParseTuple(args, "OOO!O!O!O!O!:io_many", &groups, &nodes_seq, &PyDict_Type, &made_by, &PyDict_Type,
+                          &where, &PyFrozenSet_Type, &graph_outputs, &PyDict_Type, &outer_reads, &PyTuple_Type,
+                          &fields))
+        return NULL;
+    if (!PyArg_ParseTuple(fields, "OO:io_many fields", &node_inputs, &node_outputs))
+        return NULL;
+    PyObject *nodes = PySequence_Fast(nodes_seq, "nodes must be a sequence");
+    if (nodes == NULL)
+        return NULL;
+    PyObject *fast = PySequence_Fast(groups, "groups must be a sequence");
+    if (fast == NULL) {
+        Py_DECREF(nodes);
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(nodes), count = PySequence_Fast_GET_SIZE(fast);
+    Py_ssize_t *stamp = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(Py_ssize_t));
+    PyObject *result = PyList_New(count);
+    if (stamp == NULL || result == NULL) {
+        if (stamp == NULL)
+            PyErr_NoMemory();
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        stamp[i] = -1;
+    for (Py_ssize_t g = 0; g < count; g++) {
+        PyObject *io = group_io(PySequence_Fast_GET_ITEM(fast, g), PySequence_Fast_ITEMS(nodes), n, made_by, where,
+                                graph_outputs, outer_reads, node_inputs, node_outputs, stamp, g);
+        if (io == NULL)
+            goto error;
+        PyList_SET_ITEM(result, g, io);
+    }
+    PyMem_Free(stamp);
+    Py_DECREF(fast);
+    Py_DECREF(nodes);
+    return result;
+error:
+    PyMem_Free(stamp);
+    Py_XDECREF(result);
+    Py_DECREF(fast);
+    Py_DECREF(nodes);
+    return NULL;
+}
+
+/* -------------------------------------------------------------------------------------------------- */
+/* instances(cls, names, columns, optional)                                                             */
+/* -------------------------------------------------------------------------------------------------- */
+PyDoc_STRVAR(instances_doc,
+"instances(cls, names, columns, optional) -> list\n\n"
+"One object of cls per row of columns (equal-length sequences), made with object.__new__(cls) and its\n"
+"fields set with object.__setattr__; a field whose optional entry is true is set only where its value\n"
+"is truthy (it keeps the class default otherwise), as partition._single_units and _placements do.");
+
+static PyObject *
+speedups_instances(PyObject *self, PyObject *args)
+{
+    PyObject *cls, *names, *columns, *optional;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!:instances", &PyType_Type, &cls, &PyTuple_Type, &names, &PyTuple_Type,
+                          &columns, &PyTuple_Type, &optional))
+        return NULL;
+    Py_ssize_t fields = PyTuple_GET_SIZE(names);
+    if (PyTuple_GET_SIZE(columns) != fields || PyTuple_GET_SIZE(optional) != fields || fields > 8) {
+        PyErr_SetString(PyExc_ValueError, "names, columns and optional must have the same length (at most 8)");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)cls;
+    if (type->tp_new != PyBaseObject_Type.tp_new) {
+        PyErr_SetString(PyExc_TypeError, "instances() makes objects of classes created with object.__new__ only");
+        return NULL;
+    }
+    PyObject *fast[8] = {NULL};
+    int skip_falsy[8] = {0};
+    PyObject *result = NULL, *empty = PyTuple_New(0);
+    Py_ssize_t n = -1;
+    if (empty == NULL)
+        return NULL;
+    for (Py_ssize_t f = 0; f < fields; f++) {
+        if ((fast[f] = PySequence_Fast(PyTuple_GET_ITEM(columns, f), "columns must be sequences")) == NULL)
+            goto done;
+        if (n >= 0 && PySequence_Fast_GET_SIZE(fast[f]) != n) {
+            PyErr_SetString(PyExc_ValueError, "columns differ in length");
+            goto done;
+        }
+        n = PySequence_Fast_GET_SIZE(fast[f]);
+        if ((skip_falsy[f] = PyObject_IsTrue(PyTuple_GET_ITEM(optional, f))) < 0)
+            goto done;
+    }
+    if (n < 0)
+        n = 0;
+    if ((result = PyList_New(n)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *obj = PyBaseObject_Type.tp_new(type, empty, NULL);
+        if (obj == NULL)
+            goto error;
+        PyList_SET_ITEM(result, i, obj);
+        for (Py_ssize_t f = 0; f < fields; f++) {
+            PyObject *value = PySequence_Fast_GET_ITEM(fast[f], i);
+            if (skip_falsy[f]) {
+                int truth = PyObject_IsTrue(value);
+                if (truth < 0)
+                    goto error;
+                if (!truth)
+                    continue;
+            }
+            if (PyObject_GenericSetAttr(obj, PyTuple_GET_ITEM(names, f), value) < 0)
+                goto error;
+        }
+    }
+    goto done;
+error:
+    Py_CLEAR(result);
+done:
+    for (Py_ssize_t f = 0; f < fields; f++)
+        Py_XDECREF(fast[f]);
+    Py_DECREF(empty);
+    return result;
+}
+
+/* -------------------------------------------------------------------------------------------------- */
+static PyMethodDef speedups_methods[] = {
+    {"producers", speedups_producers, METH_VARARGS, producers_doc},
+    {"in_degrees", speedups_in_degrees, METH_O, in_degrees_doc},
+    {"drain", speedups_drain, METH_VARARGS, drain_doc},
+    {"ordered_consumers", speedups_ordered_consumers, METH_VARARGS, ordered_consumers_doc},
+    {"waves", speedups_waves, METH_VARARGS, waves_doc},
+    {"signatures", speedups_signatures, METH_VARARGS, signatures_doc},
+    {"flops", speedups_flops, METH_VARARGS, flops_doc},
+    {"io_many", speedups_io_many, METH_VARARGS, io_many_doc},
+    {"instances", speedups_instances, METH_VARARGS, instances_doc},
+    {"numbytes", speedups_numbytes, METH_VARARGS, numbytes_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT, "mobile_ep._speedups",
+    "Compiled twins of the partitioner's per-node loops.", -1, speedups_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    return PyModule_Create(&speedups_module);
+}

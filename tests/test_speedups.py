@@ -1,0 +1,286 @@
+"""The compiled partitioner loops (mobile_ep._speedups) give exactly what their pure-Python twins give.
+
+Each C function is run next to its twin on the same inputs: random graphs (hypothesis) for the index and
+wave functions, including cycles, repeated producers and a fast path; every node and value of real models
+for signatures and the cost model's counts, with symbolic, missing and overflowing shapes.  End to end,
+``propose`` and the cost model give the same partitions, answers, reasons and costs either way.
+
+Without the extension (no C compiler when installed) these tests skip, unless MOBILE_EP_REQUIRE_SPEEDUPS is
+set (tox sets it), where a missing extension is a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mepkit import LIGHT_DIR
+from mobile_ep import _accel, api, capability, cost, partition, testing
+from mobile_ep.capability import SUPPORTED, RuleContext, Support, _ProposalContext
+from mobile_ep.cost import select_partitions
+from mobile_ep.partition import propose
+from mobile_ep.plugins import make_plugins
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import graphs  # noqa: E402
+
+C = _accel.speedups
+
+
+def test_the_extension_is_built_where_required():
+    if os.environ.get("MOBILE_EP_REQUIRE_SPEEDUPS") and not _accel.pure_python_requested():
+        assert C is not None, "mobile_ep._speedups was not built (a C compiler and Python's headers are needed)"
+    if C is None:
+        pytest.skip("mobile_ep._speedups is not built here")
+    assert partition._waves is C.waves and cost._speedups is C and capability._speedups is C
+
+
+def test_pure_python_is_chosen_by_the_environment():
+    code = "from mobile_ep import _accel, partition; print(_accel.speedups, partition._waves.__name__)"
+    env = {**os.environ, "MOBILE_EP_PURE_PYTHON": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["None", "_py_waves"]
+
+
+needs_c = pytest.mark.skipif(C is None, reason="mobile_ep._speedups is not built here")
+
+
+@contextlib.contextmanager
+def _pure(monkeypatch):
+    """Every module's compiled loops swapped for their pure-Python twins."""
+    with monkeypatch.context() as patch:
+        for name in ("producers", "in_degrees", "drain", "ordered_consumers", "waves"):
+            patch.setattr(partition, f"_{name}", getattr(partition, f"_py_{name}"))
+        patch.setattr(partition, "_speedups", None)
+        patch.setattr(capability, "_speedups", None)
+        patch.setattr(cost, "_speedups", None)
+        yield
+
+
+# --------------------------------------------------------------------------------------------------
+# index and waves, on random graphs
+# --------------------------------------------------------------------------------------------------
+@st.composite
+def dags(draw, cyclic: bool = False):
+    """Producers of n nodes: each node reads up to 4 earlier nodes (repeats allowed); some later ones if cyclic."""
+    n = draw(st.integers(0, 30))
+    producers = []
+    for i in range(n):
+        limit = n if cyclic else i
+        sources = draw(st.lists(st.integers(0, limit - 1), max_size=4)) if limit else []
+        producers.append(tuple(dict.fromkeys(sources)))
+    return producers
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_producers(data):
+    values = [object() for _ in range(data.draw(st.integers(0, 20)))]
+    made_by = {v: data.draw(st.integers(0, 9)) for v in values if data.draw(st.booleans())}
+    rows = data.draw(st.lists(st.lists(st.sampled_from([None, *values]) if values else st.none(), max_size=6),
+                              max_size=10))
+    rows = [tuple(r) if k % 2 else r for k, r in enumerate(rows)]  # (tuples and lists alike)
+    assert C.producers(rows, made_by) == partition._py_producers(rows, made_by)
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(dags(cyclic=True))
+def test_index_functions(producers):
+    degrees, users = C.in_degrees(producers)
+    assert (degrees, users) == partition._py_in_degrees(producers)
+    assert C.drain(degrees, users) == partition._py_drain(degrees, users)
+    order, pending = C.drain(degrees, users)
+    if len(order) == len(producers):
+        assert C.ordered_consumers(order, users) == partition._py_ordered_consumers(order, users)
+
+
+def _recording(answers: list[bool]):
+    calls: list[int] = []
+
+    def is_supported(u: int) -> bool:
+        calls.append(u)
+        return answers[u]
+
+    return is_supported, calls
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(dags(), st.data())
+def test_waves(producers, data):
+    n = len(producers)
+    degrees, users = partition._py_in_degrees(producers)
+    order, _ = partition._py_drain(degrees, users)
+    _, consumers = partition._py_ordered_consumers(order, users)
+    answers = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    results = []
+    for waves in (C.waves, partition._py_waves):
+        is_supported, calls = _recording(answers)
+        results.append((waves(order, consumers, degrees, is_supported), calls))
+    assert results[0] == results[1]  # the same groups, and the rules asked in the same order
+
+    # the fast path: signatures answered "supported" skip the call, unless the memo already has the unit
+    signatures = data.draw(st.lists(st.sampled_from([None, "a", "b", "c"]), min_size=n, max_size=n))
+    known = {"a": SUPPORTED, "b": Support.no("no")}
+    memo_start = {k: SUPPORTED for k in data.draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=3))}
+    results = []
+    for waves in (C.waves, partition._py_waves):
+        is_supported, calls = _recording(answers)
+        memo = dict(memo_start)
+        groups = waves(order, consumers, degrees, is_supported, (signatures, known, list(range(n)), memo, SUPPORTED))
+        results.append((groups, calls, memo))
+    assert results[0] == results[1]
+
+
+@needs_c
+def test_waves_errors():
+    def boom(u):
+        raise KeyError(u)
+
+    with pytest.raises(KeyError):
+        C.waves([0, 1], [[1], []], [0, 1], boom)
+    with pytest.raises(IndexError):
+        C.waves([0], [[5]], [0], bool)
+    with pytest.raises(ValueError):
+        C.waves([0, 1], [[1]], [0, 1], bool)
+    with pytest.raises(ValueError):
+        C.ordered_consumers([0, 0], [[], []])
+    with pytest.raises(TypeError):
+        C.in_degrees([1, 2])
+
+
+# --------------------------------------------------------------------------------------------------
+# signatures and the cost model's counts, on real models
+# --------------------------------------------------------------------------------------------------
+def _odd_model() -> ir.Model:
+    """Values of every kind a fact tells apart: no shape, symbolic, constant, overridable, from a Constant node,
+    a 4-bit and a string type, huge dims; attributes that are lists, tensors and absent."""
+    f = ir.DataType.FLOAT
+    x = ir.Value(name="x", shape=ir.Shape(["N", 3]), type=ir.TensorType(f))
+    w = ir.Value(name="w", const_value=ir.tensor(np.ones((3, 3), np.float32)))
+    w.shape, w.type = ir.Shape([3, 3]), ir.TensorType(f)
+    b = ir.Value(name="b", const_value=ir.tensor(np.ones((3,), np.float32)))  # no shape, no type
+    graph_input_init = ir.Value(name="g", shape=ir.Shape([3]), type=ir.TensorType(f),
+                                const_value=ir.tensor(np.ones((3,), np.float32)))
+    huge = ir.Value(name="huge", shape=ir.Shape([2**40, 2**40, 2**40]), type=ir.TensorType(f))
+    four = ir.Value(name="four", shape=ir.Shape([4]), type=ir.TensorType(ir.DataType.INT4))
+    text = ir.Value(name="text", shape=ir.Shape([2]), type=ir.TensorType(ir.DataType.STRING))
+    constant = ir.node("Constant", [], attributes={"value": ir.tensor(np.ones((3,), np.float32))})
+    constant.outputs[0].shape, constant.outputs[0].type = ir.Shape([3]), ir.TensorType(f)
+    mm = ir.node("MatMul", [x, w])
+    mm.outputs[0].shape, mm.outputs[0].type = ir.Shape(["N", 3]), ir.TensorType(f)
+    add = ir.node("Add", [mm.outputs[0], b])  # no shape on its output
+    mul = ir.node("Mul", [add.outputs[0], constant.outputs[0]])
+    mul.outputs[0].shape, mul.outputs[0].type = ir.Shape([2, 3]), ir.TensorType(f)
+    sub = ir.node("Sub", [mul.outputs[0], graph_input_init])
+    sub.outputs[0].shape, sub.outputs[0].type = ir.Shape([2, ir.SymbolicDim(None)]), ir.TensorType(f)
+    relu = ir.node("Relu", [huge])
+    relu.outputs[0].shape, relu.outputs[0].type = ir.Shape([2**40, 2**40, 2**40]), ir.TensorType(f)
+    pool = ir.node("MaxPool", [sub.outputs[0]], attributes={"kernel_shape": [2, 2], "auto_pad": "VALID"})
+    cast = ir.node("Cast", [four], attributes={"to": 1})
+    cast.outputs[0].shape, cast.outputs[0].type = ir.Shape([4]), ir.TensorType(f)
+    ident = ir.node("Identity", [text])
+    ident.outputs[0].shape, ident.outputs[0].type = ir.Shape([2]), ir.TensorType(ir.DataType.STRING)
+    nodes = [constant, mm, add, mul, sub, relu, pool, cast, ident]
+    graph = ir.Graph([x, graph_input_init, huge, four, text], [pool.outputs[0], relu.outputs[0], cast.outputs[0],
+                     ident.outputs[0]], nodes=nodes, initializers=[w, b, graph_input_init], opset_imports={"": 17})
+    return ir.Model(graph, ir_version=8)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    found = [(p.stem, api.load_for_analysis(p, tmp_path_factory.mktemp(p.stem)))
+             for p in sorted(LIGHT_DIR.glob("light_*.onnx"))]
+    found += [(f"{kind} 300", graphs.make(kind, 300)) for kind in ("chain", "branches", "transformer")]
+    found.append(("odd", _odd_model()))
+    old = _odd_model()
+    old.ir_version = 3  # (an initializer that is also an input is constant before IR version 4)
+    found.append(("odd, IR 3", old))
+    return found
+
+
+def _backends():
+    installed = make_plugins().backends()
+    found = [api.resolve_backends([name], {})[0] for name in ("nnapi", "coreml") if name in installed]
+    if not found:
+        pytest.skip("neither built-in backend is installed")
+    return found
+
+
+@needs_c
+def test_signatures_and_facts(models):
+    for name, model in models:
+        for backend in _backends():
+            nodes = list(model.graph)
+            compiled, python = _ProposalContext(model, backend), _ProposalContext(model, backend)
+            mask = [k % 3 != 1 for k in range(len(nodes))]
+            assert compiled.signatures(nodes, mask) == [python.signature(n) if m else None
+                                                        for n, m in zip(nodes, mask)], name
+            assert compiled.signatures(nodes) == list(map(python.signature, nodes)), name
+            assert compiled._facts == python._facts, name
+            pending = _ProposalContext(model, backend)
+            pending.pending_constants.add(nodes[0].outputs[0])  # (then the Python method answers)
+            reference = _ProposalContext(model, backend)
+            reference.pending_constants.add(nodes[0].outputs[0])
+            assert pending.signatures(nodes) == list(map(reference.signature, nodes)), name
+
+
+@needs_c
+def test_cost_counts(models, monkeypatch):
+    for name, model in models:
+        backend = _backends()[0]
+        ctx = RuleContext(model, backend)
+        nodes = list(model.graph)
+        values = [v for n in nodes for v in itertools.chain(n.inputs, n.outputs) if v is not None]
+        values = [v for v in values if not (v.type is not None and v.type.dtype == ir.DataType.STRING)]
+        flops, total = cost._nodes_flops(nodes, ctx), cost._total_bytes(values, ctx)
+        with _pure(monkeypatch):
+            assert flops == cost._nodes_flops(nodes, ctx), name
+            assert total == cost._total_bytes(values, ctx), name
+            assert type(total) is int
+    text = [v for _, m in models for n in m.graph for v in n.outputs if v.type and v.type.dtype == ir.DataType.STRING]
+    assert text
+    with pytest.raises(TypeError):  # (no fixed item size: as the pure-Python count raises)
+        cost._total_bytes(text, RuleContext(models[-1][1], _backends()[0]))
+
+
+# --------------------------------------------------------------------------------------------------
+# end to end
+# --------------------------------------------------------------------------------------------------
+def _outcome(model, backends):
+    proposal = propose(model, backends)
+    answers = {b.name: sorted((k, bool(a), a.reason) for k, a in proposal.answers[b.name].items())
+               for b in backends}
+    per_backend = []
+    for bp in proposal.per_backend.values():
+        backend = next(b for b in backends if b.name == bp.backend)
+        costs = select_partitions(bp.partitions, RuleContext(model, backend), backend.cost_params())
+        per_backend.append(([[n.name for n in p.nodes] for p in bp.partitions],
+                             [([v.name for v in p.inputs], [v.name for v in p.outputs]) for p in bp.partitions],
+                             sorted((n.name, r) for n, r in bp.rejected.items()), [c.as_dict() for c in costs]))
+    placements = [(n.name, p.backend, p.reason) for n, p in proposal.placements.items()]
+    return answers, per_backend, placements
+
+
+@needs_c
+def test_propose_is_the_same_either_way(models, monkeypatch):
+    backends = _backends()
+    cases = [(case.name, testing._load_case(case, True)) for b in backends for case in testing.candidate_cases(b)][:300]
+    for name, model in [*models, *cases]:
+        for chosen in [[b] for b in backends] + [backends, backends[::-1]]:
+            compiled = _outcome(model, chosen)
+            with _pure(monkeypatch):
+                python = _outcome(model, chosen)
+            assert compiled == python, (name, [b.name for b in chosen])
