@@ -227,7 +227,7 @@ def test_signatures_and_facts(models):
             compiled, python = _ProposalContext(model, backend), _ProposalContext(model, backend)
             mask = [k % 3 != 1 for k in range(len(nodes))]
             assert compiled.signatures(nodes, mask) == [python.signature(n) if m else None
-                                                        for n, m in zip(nodes, mask)], name
+                                                        for n, m in zip(nodes, mask, strict=True)], name
             assert compiled.signatures(nodes) == list(map(python.signature, nodes)), name
             assert compiled._facts == python._facts, name
             pending = _ProposalContext(model, backend)

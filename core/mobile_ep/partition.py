@@ -213,7 +213,7 @@ class _GraphIndex:
         if _speedups is None:
             return [self.io(members, graph_outputs) for members in groups]
         graph_nodes = self.graph_nodes
-        where = dict(zip(graph_nodes, range(len(graph_nodes))))
+        where = dict(zip(graph_nodes, range(len(graph_nodes)), strict=True))
         return _speedups.io_many(groups, graph_nodes, self.made_by, where, graph_outputs, self.outer_reads,
                                  (_inputs, _outputs))
 
@@ -600,14 +600,14 @@ def _fast_signatures(nodes: list[ir.Node], ctx: _ProposalContext, backend: Backe
         ops = list(map(_op_type, nodes))
         lookup = backend.rules.lookup
         memoized = {}
-        for domain, op in set(zip(domains, ops)):
+        for domain, op in set(zip(domains, ops, strict=True)):
             rule = lookup(domain, op, ctx.opset(domain))  # (= ctx.node_opset of a node of that domain)
             memoized[domain, op] = rule is not None and bool(rule.signature_memo)
-        mask = list(map(memoized.__getitem__, zip(domains, ops)))
+        mask = list(map(memoized.__getitem__, zip(domains, ops, strict=True)))
         if owner is not None:
-            mask = [wanted and name is None for wanted, name in zip(mask, owner)]
+            mask = [wanted and name is None for wanted, name in zip(mask, owner, strict=True)]
         if excluded:
-            mask = [wanted and node not in excluded for wanted, node in zip(mask, nodes)]
+            mask = [wanted and node not in excluded for wanted, node in zip(mask, nodes, strict=True)]
         return ctx.signatures(nodes, mask)
     except Exception:
         return None
