@@ -40,6 +40,17 @@ class _Plain:
     def with_argument(self, default=None):
         return self._x
 
+    def items(self):
+        return tuple(self._x)  # a copy of a slot: what _tuple_of_slot accepts
+
+    @property
+    def listed(self):
+        return list(self._x)  # not the builtin tuple
+
+    @property
+    def shadowed(self):
+        return tuple(self.x)  # a copy of a property, not of a slot
+
 
 class _Dict:
     def __init__(self) -> None:
@@ -58,6 +69,16 @@ def test_plain_slot_accepts_only_plain_returns_of_slots():
     assert _fields._plain_slot(_Plain, "with_argument") is None
     assert _fields._plain_slot(_Plain, "missing") is None
     assert _fields._plain_slot(_Dict, "x") is None
+
+
+def test_tuple_of_slot_accepts_only_tuple_copies_of_slots():
+    assert _fields._tuple_of_slot(_Plain, "copied") == "_x"
+    assert _fields._tuple_of_slot(_Plain, "items") == "_x"
+    assert _fields._tuple_of_slot(_Plain, "listed") is None
+    assert _fields._tuple_of_slot(_Plain, "shadowed") is None
+    assert _fields._tuple_of_slot(_Plain, "x") is None
+    assert _fields._tuple_of_slot(_Plain, "with_argument") is None
+    assert _fields._tuple_of_slot(_Dict, "x") is None
 
 
 def test_getters_fall_back_to_the_public_accessor():
@@ -109,3 +130,12 @@ def test_getters_read_what_the_accessors_return(model):
         assert _fields.value_const_value(value) is value.const_value
         assert _fields.value_is_initializer(value) is value.is_initializer()
         assert _fields.value_is_graph_input(value) is value.is_graph_input()
+        assert tuple(_fields.value_uses_items(value)) == value.uses()
+        if value.shape is not None:
+            assert tuple(_fields.shape_dims_items(value.shape)) == value.shape.dims
+        if value.type is not None:
+            getter = _fields.dtype_getters.get(type(value.type))
+            assert getter is None or getter(value.type) is value.type.dtype
+    assert _fields.dtype_getters  # (onnx_ir's TensorType.dtype is a plain return)
+    sequence = ir.SequenceType(ir.TensorType(ir.DataType.FLOAT))
+    assert type(sequence) not in _fields.dtype_getters  # (its dtype is its element type's)

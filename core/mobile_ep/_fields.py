@@ -13,6 +13,7 @@ public accessor.  Either way it returns the same object.  They are for ``ir.Node
 
 from __future__ import annotations
 
+import builtins
 import dis
 import operator
 import types
@@ -22,7 +23,7 @@ import onnx_ir as ir
 
 __all__ = ["node_inputs", "node_outputs", "node_op_type", "node_domain", "node_attributes", "node_attribute_data",
            "value_shape", "value_type", "value_producer", "value_const_value", "value_is_initializer",
-           "value_is_graph_input", "attr_value", "attr_type"]
+           "value_is_graph_input", "attr_value", "attr_type", "shape_dims_items", "value_uses_items", "dtype_getters"]
 
 _SKIP = frozenset({"RESUME", "NOP", "CACHE", "COPY_FREE_VARS", "MAKE_CELL"})
 
@@ -79,3 +80,43 @@ def _attribute_data_getter() -> Callable:
 
 
 node_attribute_data = _attribute_data_getter()
+
+
+def _tuple_of_slot(cls: type, name: str) -> str | None:
+    """The slot that ``cls.<name>`` (a property, or a method without arguments) returns as ``tuple(self.<slot>)``
+    (the builtin tuple), else None."""
+    accessor = getattr(cls, name, None)
+    function = accessor.fget if isinstance(accessor, property) else accessor
+    if not isinstance(function, types.FunctionType) or function.__code__.co_argcount != 1:
+        return None
+    if function.__globals__.get("tuple", builtins.tuple) is not builtins.tuple:
+        return None
+    try:
+        steps = [(i.opname, i.argval) for i in dis.get_instructions(function)
+                 if i.opname not in _SKIP and i.opname not in ("PRECALL", "PUSH_NULL")]
+    except Exception:  # pragma: no cover - a byte code this Python's dis cannot read
+        return None
+    if len(steps) != 5:
+        return None
+    (load_tuple, tuple_name), (load_self, self_name), (load_attr, slot), (call, _), (ret, _) = steps
+    plain = (load_tuple == "LOAD_GLOBAL" and tuple_name == "tuple" and load_self.startswith("LOAD_FAST")
+             and self_name == function.__code__.co_varnames[0] and load_attr == "LOAD_ATTR" and isinstance(slot, str)
+             and call in ("CALL", "CALL_FUNCTION") and ret == "RETURN_VALUE")
+    if not plain:
+        return None
+    owner = next((k for k in cls.__mro__ if slot in vars(k)), None)
+    if owner is None or not isinstance(vars(owner)[slot], types.MemberDescriptorType):
+        return None
+    return slot
+
+
+_dims_slot = _tuple_of_slot(ir.Shape, "dims")
+#: A shape's dims: the sequence ``Shape.dims`` makes a tuple of (read from its slot), or ``Shape.dims`` itself.
+#: Callers that keep the result must ``tuple()`` it (the compiled loops in mobile_ep._speedups do).
+shape_dims_items = operator.attrgetter(_dims_slot) if _dims_slot else operator.attrgetter("dims")
+_uses_slot = _tuple_of_slot(ir.Value, "uses")
+#: A value's uses: the collection ``Value.uses()`` makes a tuple of (read from its slot), or ``Value.uses()``.
+value_uses_items = operator.attrgetter(_uses_slot) if _uses_slot else operator.methodcaller("uses")
+#: Getters of ``dtype`` by the exact class of a value's type, where the class's ``dtype`` only returns a slot.
+dtype_getters: dict[type, Callable] = {cls: operator.attrgetter(slot) for cls in (ir.TensorType, ir.SparseTensorType)
+                                       if (slot := _plain_slot(cls, "dtype")) is not None}

@@ -712,11 +712,26 @@ PyDoc_STRVAR(signatures_doc,
 "worked out so far (new ones are added); fact: called for a value not in facts that fact_fields (see\n"
 "compiled_fact) cannot work out; mask: None where it is false.");
 
+/* A value type's dtype: through getters[type(t)] where the class has one (a slot read), else t.dtype. */
+static PyObject *
+type_dtype(PyObject *type, PyObject *getters)
+{
+    if (getters != NULL && getters != Py_None) {
+        PyObject *getter = PyDict_GetItemWithError(getters, (PyObject *)Py_TYPE(type)); /* borrowed */
+        if (getter != NULL)
+            return PyObject_CallOneArg(getter, type);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    return PyObject_GetAttrString(type, "dtype");
+}
+
 /* A value's fact (see _ProposalContext._fact) worked out here: a new tuple, Py_None (new reference) when the
  * value needs the Python method (no shape, no element type, constants pending), or NULL on error.
  * fields: (value_shape, shape_dims, value_type, value_producer, op_type, domain, is_initializer, const_value,
- * is_graph_input, overridable, pending) where overridable tells whether an initializer that is also a graph
- * input may be overridden (IR version 4 and later). */
+ * is_graph_input, overridable, pending, dtype_getters) where overridable tells whether an initializer that is
+ * also a graph input may be overridden (IR version 4 and later); shape_dims may return a list (it is made a
+ * tuple here, as Shape.dims does) and dtype_getters is a dict for type_dtype. */
 static PyObject *
 compiled_fact(PyObject *value, PyObject *fields)
 {
@@ -725,7 +740,7 @@ compiled_fact(PyObject *value, PyObject *fields)
     PyObject *op_type = PyTuple_GET_ITEM(fields, 4), *domain = PyTuple_GET_ITEM(fields, 5);
     PyObject *is_initializer = PyTuple_GET_ITEM(fields, 6), *const_value = PyTuple_GET_ITEM(fields, 7);
     PyObject *is_graph_input = PyTuple_GET_ITEM(fields, 8), *overridable = PyTuple_GET_ITEM(fields, 9);
-    PyObject *pending = PyTuple_GET_ITEM(fields, 10);
+    PyObject *pending = PyTuple_GET_ITEM(fields, 10), *dtype_getters = PyTuple_GET_ITEM(fields, 11);
     PyObject *shape = NULL, *dims = NULL, *type = NULL, *dtype = NULL, *producer = NULL, *initializer = NULL;
     PyObject *tensor = NULL, *graph_input = NULL, *result = NULL;
     int from_constant = 0, constant = 0, initializer_constant = 0;
@@ -735,11 +750,19 @@ compiled_fact(PyObject *value, PyObject *fields)
         goto done;
     if (shape == Py_None)
         goto slow;
-    if ((dims = PyObject_CallOneArg(shape_dims, shape)) == NULL || (type = PyObject_CallOneArg(value_type, value)) == NULL)
+    if ((dims = PyObject_CallOneArg(shape_dims, shape)) == NULL)
+        goto done;
+    if (!PyTuple_CheckExact(dims)) {
+        PyObject *tuple = PySequence_Tuple(dims);
+        Py_SETREF(dims, tuple);
+        if (dims == NULL)
+            goto done;
+    }
+    if ((type = PyObject_CallOneArg(value_type, value)) == NULL)
         goto done;
     if (type == Py_None)
         goto slow;
-    if ((dtype = PyObject_GetAttrString(type, "dtype")) == NULL)
+    if ((dtype = type_dtype(type, dtype_getters)) == NULL)
         goto done;
     if (dtype == Py_None)
         goto slow;
@@ -909,8 +932,8 @@ speedups_signatures(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO!O!O!O|OO:signatures", &nodes, &PyTuple_Type, &fields, &PyFrozenSet_Type, &plain,
                           &PyDict_Type, &facts, &fact, &mask, &fact_fields))
         return NULL;
-    if (fact_fields != Py_None && (!PyTuple_Check(fact_fields) || PyTuple_GET_SIZE(fact_fields) != 11)) {
-        PyErr_SetString(PyExc_TypeError, "fact_fields must be None or a tuple of 11 items");
+    if (fact_fields != Py_None && (!PyTuple_Check(fact_fields) || PyTuple_GET_SIZE(fact_fields) != 12)) {
+        PyErr_SetString(PyExc_TypeError, "fact_fields must be None or a tuple of 12 items");
         return NULL;
     }
     if (!PyArg_ParseTuple(fields, "OOOOOOO:signature fields", &attribute_data, &attr_value, &attr_type, &op_type,
@@ -1056,21 +1079,105 @@ value_numel(PyObject *value, PyObject *value_shape, PyObject *shape_dims, long l
     return ok;
 }
 
+/* A value's dims when its shape is known and every dim is an exact int that fits (at most 16 of them):
+ * 1 (dims in out[0..*count)), 0 when the caller must take the slow path, -1 on error. */
+static int
+exact_dims(PyObject *value, PyObject *value_shape, PyObject *shape_dims, long long *out, Py_ssize_t *count)
+{
+    if (value == Py_None)
+        return 0;
+    PyObject *shape = PyObject_CallOneArg(value_shape, value);
+    if (shape == NULL)
+        return -1;
+    if (shape == Py_None) {
+        Py_DECREF(shape);
+        return 0;
+    }
+    PyObject *dims = PyObject_CallOneArg(shape_dims, shape);
+    Py_DECREF(shape);
+    if (dims == NULL)
+        return -1;
+    PyObject *fast = PySequence_Fast(dims, "dims must be a sequence");
+    Py_DECREF(dims);
+    if (fast == NULL)
+        return -1;
+    Py_ssize_t size = PySequence_Fast_GET_SIZE(fast);
+    int ok = size <= 16;
+    for (Py_ssize_t k = 0; k < size && ok; k++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, k);
+        int overflow = 0;
+        if (!PyLong_CheckExact(item)) {
+            ok = 0;
+            break;
+        }
+        out[k] = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (out[k] == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        if (overflow)
+            ok = 0;
+    }
+    Py_DECREF(fast);
+    *count = size;
+    return ok;
+}
+
+/* node_flops' Conv and MatMul estimates from the output's element count (see cost._special_flops): 1 with
+ * *estimate set, 0 for the slow path, -1 on error. */
+static int
+special_flops(PyObject *node, int conv, long long numel, PyObject *node_inputs, PyObject *value_shape,
+              PyObject *shape_dims, double *estimate)
+{
+    PyObject *values = PyObject_CallOneArg(node_inputs, node);
+    if (values == NULL)
+        return -1;
+    PyObject *fast = PySequence_Fast(values, "a node's inputs must be a sequence");
+    Py_DECREF(values);
+    if (fast == NULL)
+        return -1;
+    Py_ssize_t which = conv ? 1 : 0, count = 0;
+    long long dims[16];
+    int ok = 0;
+    if (PySequence_Fast_GET_SIZE(fast) > which)
+        ok = exact_dims(PySequence_Fast_GET_ITEM(fast, which), value_shape, shape_dims, dims, &count);
+    Py_DECREF(fast);
+    if (ok != 1)
+        return ok;
+    if (conv) { /* weight [Cout, Cin/group, k...]: each output element is Cin/group * prod(k) multiply-adds */
+        if (count < 1)
+            return 0;
+        long long per_output = 1;
+        for (Py_ssize_t k = 1; k < count; k++)
+            if (__builtin_mul_overflow(per_output, dims[k], &per_output))
+                return 0;
+        *estimate = 2.0 * (double)numel * (double)per_output;
+        return 1;
+    }
+    if (count < 1) /* (a scalar A: float(out), which the Python code says best) */
+        return 0;
+    long long k = dims[count - 1];
+    *estimate = 2.0 * (double)numel * (double)(k ? k : 1);
+    return 1;
+}
+
 PyDoc_STRVAR(flops_doc,
-"flops(nodes, fields, factors, special, slow) -> list of floats\n\n"
+"flops(nodes, fields, factors, special, slow, special_fast=False) -> list of floats\n\n"
 "Each node's estimate as mobile_ep.cost.node_flops makes it: factors.get(op, 1.0) times its first output's\n"
-"element count, for an op not in special whose first output has a shape of ints; slow(node) otherwise.\n"
-"fields: the getters (op_type, outputs, value_shape, shape_dims).");
+"element count, for an op not in special whose first output has a shape of ints; with special_fast, also\n"
+"Conv's and MatMul's estimate where the shapes they read are ints; slow(node) otherwise.  fields: the\n"
+"getters (op_type, outputs, value_shape, shape_dims, inputs).");
 
 static PyObject *
 speedups_flops(PyObject *self, PyObject *args)
 {
     PyObject *nodes, *fields, *factors, *special, *slow;
-    PyObject *op_type, *outputs, *value_shape, *shape_dims;
-    if (!PyArg_ParseTuple(args, "OO!O!O!O:flops", &nodes, &PyTuple_Type, &fields, &PyDict_Type, &factors,
-                          &PyFrozenSet_Type, &special, &slow))
+    PyObject *op_type, *outputs, *value_shape, *shape_dims, *node_inputs;
+    int special_fast = 0;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O|p:flops", &nodes, &PyTuple_Type, &fields, &PyDict_Type, &factors,
+                          &PyFrozenSet_Type, &special, &slow, &special_fast))
         return NULL;
-    if (!PyArg_ParseTuple(fields, "OOOO:flops fields", &op_type, &outputs, &value_shape, &shape_dims))
+    if (!PyArg_ParseTuple(fields, "OOOOO:flops fields", &op_type, &outputs, &value_shape, &shape_dims, &node_inputs))
         return NULL;
     PyObject *fast = PySequence_Fast(nodes, "nodes must be a sequence");
     if (fast == NULL)
@@ -1086,9 +1193,16 @@ speedups_flops(PyObject *self, PyObject *args)
         if (op == NULL)
             goto error;
         int is_special = PySet_Contains(special, op);
-        int ok = 0;
+        int conv = 0, ok = 0;
         long long numel = 0;
-        if (is_special == 0) {
+        if (is_special == 1 && special_fast && PyUnicode_Check(op)) {
+            conv = PyUnicode_CompareWithASCIIString(op, "Conv") == 0;
+            if (!conv && PyUnicode_CompareWithASCIIString(op, "MatMul") != 0)
+                is_special = 2; /* (the other special ops: the slow path) */
+        }
+        else if (is_special == 1)
+            is_special = 2;
+        if (is_special == 0 || is_special == 1) {
             PyObject *values = PyObject_CallOneArg(outputs, node);
             if (values == NULL) {
                 Py_DECREF(op);
@@ -1096,7 +1210,7 @@ speedups_flops(PyObject *self, PyObject *args)
             }
             Py_ssize_t count = PyObject_Length(values);
             if (count == 0)
-                ok = 1; /* (no output: nothing to count) */
+                ok = is_special == 0; /* (no output: nothing to count) */
             else if (count > 0) {
                 PyObject *first = PySequence_GetItem(values, 0);
                 ok = first == NULL ? -1 : value_numel(first, value_shape, shape_dims, &numel);
@@ -1108,7 +1222,13 @@ speedups_flops(PyObject *self, PyObject *args)
         }
         else if (is_special < 0)
             ok = -1;
-        if (ok == 1) {
+        if (ok == 1 && is_special == 1) {
+            double value = 0.0;
+            ok = special_flops(node, conv, numel, node_inputs, value_shape, shape_dims, &value);
+            if (ok == 1 && (estimate = PyFloat_FromDouble(value)) == NULL)
+                ok = -1;
+        }
+        else if (ok == 1) {
             double factor = 1.0;
             PyObject *given = PyDict_GetItemWithError(factors, op); /* borrowed */
             if (given != NULL)
@@ -1139,17 +1259,18 @@ PyDoc_STRVAR(numbytes_doc,
 "numbytes(values, fields, itemsizes, slow) -> int\n\n"
 "The bytes of values together, as mobile_ep.cost._bytes counts each: element count times the item\n"
 "size of its element type (itemsizes[dtype]) for a value with a type, an element type in itemsizes and a\n"
-"shape of ints; slow(value) otherwise.  fields: the getters (value_shape, shape_dims, value_type).");
+"shape of ints; slow(value) otherwise.  fields: the getters (value_shape, shape_dims, value_type) and\n"
+"optionally a dict of dtype getters by type class (see type_dtype).");
 
 static PyObject *
 speedups_numbytes(PyObject *self, PyObject *args)
 {
     PyObject *values, *fields, *itemsizes, *slow;
-    PyObject *value_shape, *shape_dims, *value_type;
+    PyObject *value_shape, *shape_dims, *value_type, *dtype_getters = Py_None;
     if (!PyArg_ParseTuple(args, "OO!O!O:numbytes", &values, &PyTuple_Type, &fields, &PyDict_Type, &itemsizes,
                           &slow))
         return NULL;
-    if (!PyArg_ParseTuple(fields, "OOO:numbytes fields", &value_shape, &shape_dims, &value_type))
+    if (!PyArg_ParseTuple(fields, "OOO|O:numbytes fields", &value_shape, &shape_dims, &value_type, &dtype_getters))
         return NULL;
     PyObject *fast = PySequence_Fast(values, "values must be a sequence");
     if (fast == NULL)
@@ -1168,7 +1289,7 @@ speedups_numbytes(PyObject *self, PyObject *args)
         if (type == NULL)
             goto error;
         if (type != Py_None) {
-            PyObject *dtype = PyObject_GetAttrString(type, "dtype");
+            PyObject *dtype = type_dtype(type, dtype_getters);
             if (dtype == NULL) {
                 Py_DECREF(type);
                 goto error;
@@ -1229,7 +1350,10 @@ error:
 PyDoc_STRVAR(io_many_doc,
 "io_many(groups, nodes, made_by, where, graph_outputs, outer_reads, fields) -> list of (inputs, outputs)\n\n"
 "mobile_ep.partition._GraphIndex.io for each group of node numbers.  where: node -> number; fields: the\n"
-"getters (inputs, outputs) of a node.");
+"getters (inputs, outputs) of a node and, optionally, a getter of a value's uses (their node attributes are\n"
+"read; value.uses() without it).");
+
+static PyObject *str_node, *str_uses; /* interned attribute names (module init) */
 
 /* 1 if value is a key of dict, 0 if not, -1 on error. */
 static int
@@ -1256,7 +1380,7 @@ inside(PyObject *mapping, PyObject *obj, const Py_ssize_t *stamp, Py_ssize_t n, 
 static PyObject *
 group_io(PyObject *members, PyObject **nodes, Py_ssize_t n, PyObject *made_by, PyObject *where,
          PyObject *graph_outputs, PyObject *outer_reads, PyObject *node_inputs, PyObject *node_outputs,
-         Py_ssize_t *stamp, Py_ssize_t group)
+         PyObject *value_uses, Py_ssize_t *stamp, Py_ssize_t group)
 {
     PyObject *fast = PySequence_Fast(members, "a group must be a sequence of node numbers");
     if (fast == NULL)
@@ -1321,7 +1445,8 @@ group_io(PyObject *members, PyObject **nodes, Py_ssize_t n, PyObject *made_by, P
             if (wanted < 0)
                 goto row_error;
             if (!wanted) { /* read outside the group? */
-                PyObject *uses = PyObject_CallMethod(value, "uses", NULL);
+                PyObject *uses = value_uses != Py_None ? PyObject_CallOneArg(value_uses, value)
+                                                       : PyObject_CallMethodNoArgs(value, str_uses);
                 if (uses == NULL)
                     goto row_error;
                 PyObject *iterator = PyObject_GetIter(uses);
@@ -1330,7 +1455,7 @@ group_io(PyObject *members, PyObject **nodes, Py_ssize_t n, PyObject *made_by, P
                     goto row_error;
                 PyObject *use;
                 while (!wanted && (use = PyIter_Next(iterator)) != NULL) {
-                    PyObject *user = PyObject_GetAttrString(use, "node");
+                    PyObject *user = PyObject_GetAttr(use, str_node);
                     Py_DECREF(use);
                     int member = user == NULL ? -1 : inside(where, user, stamp, n, group);
                     Py_XDECREF(user);
@@ -1370,12 +1495,12 @@ static PyObject *
 speedups_io_many(PyObject *self, PyObject *args)
 {
     PyObject *groups, *nodes_seq, *made_by, *where, *graph_outputs, *outer_reads, *fields;
-    PyObject *node_inputs, *node_outputs;
+    PyObject *node_inputs, *node_outputs, *value_uses = Py_None;
     if (!PyArg_ParseTuple(args, "OOO!O!O!O!O!:io_many", &groups, &nodes_seq, &PyDict_Type, &made_by, &PyDict_Type,
                           &where, &PyFrozenSet_Type, &graph_outputs, &PyDict_Type, &outer_reads, &PyTuple_Type,
                           &fields))
         return NULL;
-    if (!PyArg_ParseTuple(fields, "OO:io_many fields", &node_inputs, &node_outputs))
+    if (!PyArg_ParseTuple(fields, "OO|O:io_many fields", &node_inputs, &node_outputs, &value_uses))
         return NULL;
     PyObject *nodes = PySequence_Fast(nodes_seq, "nodes must be a sequence");
     if (nodes == NULL)
@@ -1397,7 +1522,7 @@ speedups_io_many(PyObject *self, PyObject *args)
         stamp[i] = -1;
     for (Py_ssize_t g = 0; g < count; g++) {
         PyObject *io = group_io(PySequence_Fast_GET_ITEM(fast, g), PySequence_Fast_ITEMS(nodes), n, made_by, where,
-                                graph_outputs, outer_reads, node_inputs, node_outputs, stamp, g);
+                                graph_outputs, outer_reads, node_inputs, node_outputs, value_uses, stamp, g);
         if (io == NULL)
             goto error;
         PyList_SET_ITEM(result, g, io);
@@ -1512,5 +1637,9 @@ static struct PyModuleDef speedups_module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
+    if (str_node == NULL && (str_node = PyUnicode_InternFromString("node")) == NULL)
+        return NULL;
+    if (str_uses == NULL && (str_uses = PyUnicode_InternFromString("uses")) == NULL)
+        return NULL;
     return PyModule_Create(&speedups_module);
 }

@@ -15,7 +15,6 @@ import dataclasses
 import enum
 import importlib
 import inspect
-import operator
 import pkgutil
 import types
 import typing
@@ -44,7 +43,7 @@ _is_graph_input = _fields.value_is_graph_input
 #: What the compiled signatures read of a node and its attributes, in _speedups.signatures' order.
 _SIGNATURE_FIELDS = (_attribute_data, _attr_value, _attr_type, _node_op_type, _node_domain, _node_inputs,
                      _node_outputs)
-_shape_dims = operator.attrgetter("dims")
+_shape_dims = _fields.shape_dims_items  # (the C code makes a tuple of them, as Shape.dims does)
 _speedups = _accel.speedups
 
 __all__ = [
@@ -447,7 +446,7 @@ class _ProposalContext(RuleContext):
             if type(self).dtype is RuleContext.dtype and type(self).is_constant is RuleContext.is_constant:
                 fact_fields = (_value_shape, _shape_dims, _value_type, _value_producer, _node_op_type, _node_domain,
                                _is_initializer, _const_value, _is_graph_input, (self.model.ir_version or 0) >= 4,
-                               self.pending_constants)
+                               self.pending_constants, _fields.dtype_getters)
             return _speedups.signatures(nodes, _SIGNATURE_FIELDS, _PLAIN_ATTRIBUTES, self._facts, self._fact, mask,
                                         fact_fields)
         signature = self.signature

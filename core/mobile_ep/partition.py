@@ -215,7 +215,7 @@ class _GraphIndex:
         graph_nodes = self.graph_nodes
         where = dict(zip(graph_nodes, range(len(graph_nodes)), strict=True))
         return _speedups.io_many(groups, graph_nodes, self.made_by, where, graph_outputs, self.outer_reads,
-                                 (_inputs, _outputs))
+                                 (_inputs, _outputs, _fields.value_uses_items))
 
     def io(self, members: Sequence[int], graph_outputs: frozenset[ir.Value]
            ) -> tuple[tuple[ir.Value, ...], tuple[ir.Value, ...]]:
