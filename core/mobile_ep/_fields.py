@@ -28,27 +28,38 @@ __all__ = ["node_inputs", "node_outputs", "node_op_type", "node_domain", "node_a
 _SKIP = frozenset({"RESUME", "NOP", "CACHE", "COPY_FREE_VARS", "MAKE_CELL"})
 
 
-def _plain_slot(cls: type, name: str) -> str | None:
-    """The slot that ``cls.<name>`` (a property, or a method without arguments) only returns, else None."""
+def _steps(cls: type, name: str, ignored: frozenset[str] = _SKIP) -> tuple[types.FunctionType, list] | None:
+    """The function behind ``cls.<name>`` (a property, or a method without arguments) and its byte code as
+    (opname, argval) pairs without the *ignored* instructions; None if it is neither or cannot be read."""
     accessor = getattr(cls, name, None)
     function = accessor.fget if isinstance(accessor, property) else accessor
     if not isinstance(function, types.FunctionType) or function.__code__.co_argcount != 1:
         return None
     try:
-        steps = [(i.opname, i.argval) for i in dis.get_instructions(function) if i.opname not in _SKIP]
+        return function, [(i.opname, i.argval) for i in dis.get_instructions(function) if i.opname not in ignored]
     except Exception:  # pragma: no cover - a byte code this Python's dis cannot read
         return None
-    if len(steps) != 3:
-        return None
-    (load_self, self_name), (load_attr, slot), (ret, _) = steps
-    plain = (load_self.startswith("LOAD_FAST") and self_name == function.__code__.co_varnames[0]
-             and load_attr == "LOAD_ATTR" and isinstance(slot, str) and ret == "RETURN_VALUE")
-    if not plain:
+
+
+def _member(cls: type, slot: object) -> str | None:
+    """*slot* if it names a slot of ``cls`` (a member descriptor in its MRO), else None."""
+    if not isinstance(slot, str):
         return None
     owner = next((k for k in cls.__mro__ if slot in vars(k)), None)
     if owner is None or not isinstance(vars(owner)[slot], types.MemberDescriptorType):
         return None
     return slot
+
+
+def _plain_slot(cls: type, name: str) -> str | None:
+    """The slot that ``cls.<name>`` (a property, or a method without arguments) only returns, else None."""
+    found = _steps(cls, name)
+    if found is None or len(found[1]) != 3:
+        return None
+    function, ((load_self, self_name), (load_attr, slot), (ret, _)) = found
+    plain = (load_self.startswith("LOAD_FAST") and self_name == function.__code__.co_varnames[0]
+             and load_attr == "LOAD_ATTR" and ret == "RETURN_VALUE")
+    return _member(cls, slot) if plain else None
 
 
 def _getter(cls: type, name: str, *, method: bool = False) -> Callable:
@@ -85,29 +96,15 @@ node_attribute_data = _attribute_data_getter()
 def _tuple_of_slot(cls: type, name: str) -> str | None:
     """The slot that ``cls.<name>`` (a property, or a method without arguments) returns as ``tuple(self.<slot>)``
     (the builtin tuple), else None."""
-    accessor = getattr(cls, name, None)
-    function = accessor.fget if isinstance(accessor, property) else accessor
-    if not isinstance(function, types.FunctionType) or function.__code__.co_argcount != 1:
+    found = _steps(cls, name, _SKIP | {"PRECALL", "PUSH_NULL"})
+    if found is None or len(found[1]) != 5:
         return None
-    if function.__globals__.get("tuple", builtins.tuple) is not builtins.tuple:
-        return None
-    try:
-        steps = [(i.opname, i.argval) for i in dis.get_instructions(function)
-                 if i.opname not in _SKIP and i.opname not in ("PRECALL", "PUSH_NULL")]
-    except Exception:  # pragma: no cover - a byte code this Python's dis cannot read
-        return None
-    if len(steps) != 5:
-        return None
-    (load_tuple, tuple_name), (load_self, self_name), (load_attr, slot), (call, _), (ret, _) = steps
-    plain = (load_tuple == "LOAD_GLOBAL" and tuple_name == "tuple" and load_self.startswith("LOAD_FAST")
-             and self_name == function.__code__.co_varnames[0] and load_attr == "LOAD_ATTR" and isinstance(slot, str)
-             and call in ("CALL", "CALL_FUNCTION") and ret == "RETURN_VALUE")
-    if not plain:
-        return None
-    owner = next((k for k in cls.__mro__ if slot in vars(k)), None)
-    if owner is None or not isinstance(vars(owner)[slot], types.MemberDescriptorType):
-        return None
-    return slot
+    function, ((load_tuple, tuple_name), (load_self, self_name), (load_attr, slot), (call, _), (ret, _)) = found
+    plain = (load_tuple == "LOAD_GLOBAL" and tuple_name == "tuple"
+             and function.__globals__.get("tuple", builtins.tuple) is builtins.tuple
+             and load_self.startswith("LOAD_FAST") and self_name == function.__code__.co_varnames[0]
+             and load_attr == "LOAD_ATTR" and call in ("CALL", "CALL_FUNCTION") and ret == "RETURN_VALUE")
+    return _member(cls, slot) if plain else None
 
 
 _dims_slot = _tuple_of_slot(ir.Shape, "dims")

@@ -1027,58 +1027,6 @@ error:
 /* element counts: the cost model's common case                                                        */
 /* -------------------------------------------------------------------------------------------------- */
 
-/* The product of dims when every one is an exact int and nothing overflows: 1 (in *numel), 0 when the
- * caller must take the slow path, -1 on error. */
-static int
-exact_numel(PyObject *dims, long long *numel)
-{
-    PyObject *fast = PySequence_Fast(dims, "dims must be a sequence");
-    if (fast == NULL)
-        return -1;
-    Py_ssize_t size = PySequence_Fast_GET_SIZE(fast);
-    PyObject **items = PySequence_Fast_ITEMS(fast);
-    long long product = 1;
-    int ok = 1;
-    for (Py_ssize_t k = 0; k < size && ok; k++) {
-        if (!PyLong_CheckExact(items[k])) {  /* (a SymbolicDim, or a bool: Python's int test is type(d) is int) */
-            ok = 0;
-            break;
-        }
-        int overflow = 0;
-        long long d = PyLong_AsLongLongAndOverflow(items[k], &overflow);
-        if (d == -1 && PyErr_Occurred()) {
-            Py_DECREF(fast);
-            return -1;
-        }
-        if (overflow || __builtin_mul_overflow(product, d, &product))
-            ok = 0;
-    }
-    Py_DECREF(fast);
-    if (ok)
-        *numel = product;
-    return ok;
-}
-
-/* The value's element count from its static shape (value_shape, then dims), as exact_numel. */
-static int
-value_numel(PyObject *value, PyObject *value_shape, PyObject *shape_dims, long long *numel)
-{
-    PyObject *shape = PyObject_CallOneArg(value_shape, value);
-    if (shape == NULL)
-        return -1;
-    if (shape == Py_None) {
-        Py_DECREF(shape);
-        return 0;
-    }
-    PyObject *dims = PyObject_CallOneArg(shape_dims, shape);
-    Py_DECREF(shape);
-    if (dims == NULL)
-        return -1;
-    int ok = exact_numel(dims, numel);
-    Py_DECREF(dims);
-    return ok;
-}
-
 /* A value's dims when its shape is known and every dim is an exact int that fits (at most 16 of them):
  * 1 (dims in out[0..*count)), 0 when the caller must take the slow path, -1 on error. */
 static int
@@ -1121,6 +1069,23 @@ exact_dims(PyObject *value, PyObject *value_shape, PyObject *shape_dims, long lo
     Py_DECREF(fast);
     *count = size;
     return ok;
+}
+
+/* The value's element count from its static shape, as exact_dims tells: 1 with *numel set, 0 for the slow
+ * path (also when the product overflows), -1 on error. */
+static int
+value_numel(PyObject *value, PyObject *value_shape, PyObject *shape_dims, long long *numel)
+{
+    long long dims[16], product = 1;
+    Py_ssize_t count = 0;
+    int ok = exact_dims(value, value_shape, shape_dims, dims, &count);
+    if (ok != 1)
+        return ok;
+    for (Py_ssize_t k = 0; k < count; k++)
+        if (__builtin_mul_overflow(product, dims[k], &product))
+            return 0;
+    *numel = product;
+    return 1;
 }
 
 /* node_flops' Conv and MatMul estimates from the output's element count (see cost._special_flops): 1 with
