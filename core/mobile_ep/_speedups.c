@@ -744,7 +744,10 @@ compiled_fact(PyObject *value, PyObject *fields)
     PyObject *shape = NULL, *dims = NULL, *type = NULL, *dtype = NULL, *producer = NULL, *initializer = NULL;
     PyObject *tensor = NULL, *graph_input = NULL, *result = NULL;
     int from_constant = 0, constant = 0, initializer_constant = 0;
-    if (PyObject_IsTrue(pending) != 0) /* (constants a rewrite is about to add: the Python method) */
+    int has_pending = PyObject_IsTrue(pending);
+    if (has_pending < 0)
+        return NULL;
+    if (has_pending) /* (constants a rewrite is about to add: the Python method) */
         goto slow;
     if ((shape = PyObject_CallOneArg(value_shape, value)) == NULL)
         goto done;

@@ -156,7 +156,7 @@ class _GraphIndex:
     """
 
     __slots__ = ("graph_nodes", "order", "position", "producers", "in_degree", "consumers", "made_by",
-                 "outer_reads", "_has_quantize")
+                 "outer_reads", "_has_quantize", "_where")
 
     def __init__(self, graph: ir.Graph) -> None:
         self.graph_nodes = graph_nodes = list(graph)
@@ -196,6 +196,7 @@ class _GraphIndex:
         #: Each node's place in ``order``, and its consumers in that order (each consumer once).
         self.position, self.consumers = _ordered_consumers(order, users)
         self._has_quantize: bool | None = None
+        self._where: dict[ir.Node, int] | None = None  # node -> number, for io_many (built when first needed)
 
     @property
     def nodes(self) -> list[ir.Node]:
@@ -213,8 +214,9 @@ class _GraphIndex:
         if _speedups is None:
             return [self.io(members, graph_outputs) for members in groups]
         graph_nodes = self.graph_nodes
-        where = dict(zip(graph_nodes, range(len(graph_nodes)), strict=True))
-        return _speedups.io_many(groups, graph_nodes, self.made_by, where, graph_outputs, self.outer_reads,
+        if self._where is None:  # (once per index, however many backends propose on it)
+            self._where = dict(zip(graph_nodes, range(len(graph_nodes)), strict=True))
+        return _speedups.io_many(groups, graph_nodes, self.made_by, self._where, graph_outputs, self.outer_reads,
                                  (_inputs, _outputs, _fields.value_uses_items))
 
     def io(self, members: Sequence[int], graph_outputs: frozenset[ir.Value]
