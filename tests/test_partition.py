@@ -193,3 +193,19 @@ def test_control_flow_outer_scope_use_is_an_edge():
                                 [tensor("out", [2])]))
     parts = propose(model, [ToyBackend()]).per_backend["toy"].partitions
     assert [p.node_names for p in parts] == [["a"], ["r", "out"]]
+
+
+def test_excluded_nodes_sees_the_graph_nodes_through_the_context():
+    """ctx.graph_nodes() in a proposal is the graph's node list, in order, for excluded_nodes to use."""
+    seen = []
+
+    class Excluding(ToyBackend):
+        def excluded_nodes(self, graph, ctx):
+            nodes = ctx.graph_nodes()
+            seen.append(list(nodes))
+            return {node: "excluded by name" for node in nodes if node.name == "c"}
+
+    model = as_model(chain_with_gap())
+    result = propose(model, [Excluding()])
+    assert seen == [list(model.graph)]
+    assert result.per_backend["toy"].rejected[next(n for n in model.graph if n.name == "c")] == "excluded by name"

@@ -355,11 +355,19 @@ SMALL_LIGHT_MODELS = [LIGHT_DIR / f"light_{name}.onnx" for name in ("squeezenet"
 
 
 @pytest.mark.parametrize("model", SMALL_LIGHT_MODELS, ids=lambda p: p.stem)
-def test_check_after_convert_is_what_each_backend_plans_alone(model, tmp_path):
+def test_check_after_convert_is_what_each_backend_plans_alone(model, tmp_path, monkeypatch):
     """check plans the backends whose rewrites leave the analyzed model as it is first, sharing it, and
     the rewriting ones last (the last in place, no copy): every "after convert" report is the one a plan
-    of that backend alone, on the optimized file read afresh, gives; reports keep the backends' order."""
+    of that backend alone, on the optimized file read afresh, gives; reports keep the backends' order.
+    Each backend's legalization is asked once whether it has work (not again when its plan comes)."""
+    from mobile_ep.passes.legalize import LegalizePass
+
+    asked: list[str] = []
+    has_work = LegalizePass.has_work
+    monkeypatch.setattr(LegalizePass, "has_work", lambda self, m: (asked.append(self.backend.name), has_work(self, m))[1])
     report = api.check(model, BUILTIN)
+    assert sorted(asked) == sorted(BUILTIN)
+    monkeypatch.undo()
     assert list(report.after_convert) == BUILTIN
     optimized, _ = api._optimized_path(model, tmp_path, None)
     backends = api.resolve_backends(BUILTIN)

@@ -39,10 +39,10 @@ def _dynamic(model: ir.Model) -> ir.Model:
     return model
 
 
-def _outcome(models, backends) -> list:
+def _outcome(models, backends, signatures=None) -> list:
     out = []
     for name, model in models:
-        proposal = propose(model, backends)
+        proposal = propose(model, backends, signatures=signatures)
         answers = [(b.name, bool(a), a.reason) for b in backends
                    for a in map(proposal.answers[b.name].get, map(id, model.graph)) if a is not None]
         partitions = [(p.backend, [n.name for n in p.nodes]) for p in proposal.partitions]
@@ -51,9 +51,7 @@ def _outcome(models, backends) -> list:
 
 
 def _compare(models, backends, monkeypatch) -> list:
-    with monkeypatch.context() as patch:  # one memo for all the models: each signature is asked once in all
-        patch.setattr(partition, "_SHARED_SIGNATURES", {})
-        memo = _outcome(models, backends)
+    memo = _outcome(models, backends, {})  # one memo for all the models: each signature is asked once in all
     with monkeypatch.context() as patch:
         patch.setattr(partition, "SIGNATURE_MEMO", False)
         asked = _outcome(models, backends)
@@ -248,3 +246,37 @@ def test_a_rule_that_announces_its_reads_is_asked_for_every_node(monkeypatch):
     monkeypatch.setattr(_Toy, "calls", [])
     propose(_relu_chain(20), [Announcing()])
     assert sorted(c for c in _Toy.calls if c.startswith("drop")) == sorted(f"drop{i}" for i in range(20))
+
+
+def test_no_answers_are_reused_unless_their_reason_names_the_node(monkeypatch):
+    class Declining(_Toy):
+        """Relu opts in and declines every node; *quote* makes its reason name the node's input."""
+
+        quote = False
+
+        def build_rules(self):
+            registry = super().build_rules()  # (fresh rule classes, made by this call)
+            for _, _, rule in registry:
+                if rule.op_types == ("Relu",):
+                    def check(self, unit, ctx, backend=self):
+                        _Toy.calls.append(unit.target.name)
+                        x = unit.target.inputs[0]
+                        return Support.no(f"input {x.name} is not wanted" if backend.quote else "Relu is not wanted")
+
+                    type(rule).check = check
+                    type(rule).signature_memo = True
+            return registry
+
+    model = _relu_chain(30)
+    relus = [n for n in model.graph if n.op_type == "Relu"]
+    monkeypatch.setattr(_Toy, "calls", [])
+    rejected = propose(model, [Declining()]).per_backend["toy-memo"].rejected
+    assert [c for c in _Toy.calls if c.startswith("relu")] == ["relu0"]  # one signature: asked once
+    assert [rejected[n] for n in relus] == ["Relu is not wanted"] * 30
+
+    quoting = Declining()
+    quoting.quote = True
+    monkeypatch.setattr(_Toy, "calls", [])
+    rejected = propose(model, [quoting]).per_backend["toy-memo"].rejected
+    assert sorted(c for c in _Toy.calls if c.startswith("relu")) == sorted(n.name for n in relus)  # each its own
+    assert [rejected[n] for n in relus] == [f"input d{i} is not wanted" for i in range(30)]

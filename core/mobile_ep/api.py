@@ -380,16 +380,18 @@ def isolate_faults(strict: bool) -> Callable[[Backend, NodeUnit, Exception], Sup
 
 
 def analyze(model: ir.Model, backends: Sequence[Backend], *, strict: bool = False,
-            proposals: dict[str, Proposal] | None = None) -> tuple[dict[str, BackendReport], CombinedReport | None]:
+            proposals: dict[str, Proposal] | None = None,
+            signatures: dict | None = None) -> tuple[dict[str, BackendReport], CombinedReport | None]:
     """Each backend alone on *model*, and all of them together in priority order.
 
-    *proposals*, if given, receives each backend's own proposal (for :func:`_plan` to reuse).
+    *proposals*, if given, receives each backend's own proposal (for :func:`_plan` to reuse); *signatures*:
+    answers by node signature to share with later proposals (:func:`mobile_ep.partition.propose`).
     """
     on_error = isolate_faults(strict)
     reports = {}
     singles = []
     for backend in backends:
-        proposal = propose(model, [backend], on_error=on_error)
+        proposal = propose(model, [backend], on_error=on_error, signatures=signatures)
         singles.append(proposal)
         if proposals is not None:
             proposals[backend.name] = proposal
@@ -446,7 +448,8 @@ def _fresh_copy(optimized: pathlib.Path, source: ir.Model | None) -> ir.Model:
 
 def _plan(optimized: pathlib.Path, backend: Backend, options: PipelineOptions, strict: bool,
           source: ir.Model | None = None, reuse: Proposal | None = None, share: bool = False,
-          consume: bool = False, defer: bool = False) -> _Plan | None:
+          consume: bool = False, defer: bool = False, has_work: bool = False,
+          signatures: dict | None = None) -> _Plan | None:
     """Legalize for *backend*, partition, judge partitions; undo rewrites that only made bad partitions.
 
     *source*: the model already loaded from *optimized* and not changed since; each attempt then works on a
@@ -455,12 +458,15 @@ def _plan(optimized: pathlib.Path, backend: Backend, options: PipelineOptions, s
     caller will not change the returned model, so *source* itself is used when no rewrite can apply.
     *consume*: the caller no longer needs *source*: the first attempt rewrites it in place (no copy).
     *defer*: return None instead of copying *source* (the caller plans it later, maybe consuming it).
+    *has_work*: a deferred call just found that legalizing *source* changes it (the first attempt does not
+    ask again).  *signatures*: rule answers by node signature, shared with earlier proposals (of *source*).
     """
     on_error = isolate_faults(strict)
     skip: set[str] = set()
-    for _attempt in range(2):
+    for attempt in range(2):
         legal = LegalizePass(backend, skip=skip) if options.legalize else None
-        if share and source is not None and (legal is None or not legal.has_work(source)):
+        if share and source is not None and not (has_work and attempt == 0) and (
+                legal is None or not legal.has_work(source)):
             model = source  # nothing will change it
         elif defer and not consume and source is not None:
             return None
@@ -473,7 +479,7 @@ def _plan(optimized: pathlib.Path, backend: Backend, options: PipelineOptions, s
         if reuse is not None and source is not None and not (legal is not None and legal.applied):
             proposal = reuse
         else:
-            proposal = propose(model, [backend], on_error=on_error)
+            proposal = propose(model, [backend], on_error=on_error, signatures=signatures)
         bp = proposal.per_backend[backend.name]
         ctx = RuleContext(model, backend)
         costs = select_partitions(bp.partitions, ctx, backend.cost_params(), max_partitions=options.max_partitions,
@@ -521,8 +527,9 @@ def check(
             model = mir.load(as_is_path, check=False)
             node_count = len(model.graph)
         proposals: dict[str, Proposal] = {}
+        signatures: dict = {}  # rewritten models are asked again: most of their nodes are as they were
         with timer("partition"):
-            reports, combined = analyze(model, selected, strict=strict, proposals=proposals)
+            reports, combined = analyze(model, selected, strict=strict, proposals=proposals, signatures=signatures)
         for backend_name in reports:
             nodegraph.attach(reports[backend_name], model)
         after: dict[str, BackendReport] = {}
@@ -532,18 +539,21 @@ def check(
                 if pipeline.fixes_shapes:
                     optimized, changes = _optimized_path(model_path, workdir, pipeline, proto)
                     for backend in selected:
-                        after[backend.name] = _plan(optimized, backend, pipeline, strict).report
+                        after[backend.name] = _plan(optimized, backend, pipeline, strict,
+                                                    signatures=signatures).report
                 else:  # the same graph as the analysis above: start from it instead of loading it again
                     dynamic = _dynamic_inputs(model)  # all that is read of *model* once a plan may change it
                     plans: dict[str, _Plan | None] = {}
                     for backend in selected:  # those that leave *model* as it is first ...
                         plans[backend.name] = _plan(as_is_path, backend, pipeline, strict, source=model,
-                                                    reuse=proposals[backend.name], share=True, defer=True)
+                                                    reuse=proposals[backend.name], share=True, defer=True,
+                                                    signatures=signatures)
                     rewriting = [backend for backend in selected if plans[backend.name] is None]
                     for i, backend in enumerate(rewriting):  # ... then those that rewrite it: the last in place
                         plans[backend.name] = _plan(as_is_path, backend, pipeline, strict, source=model,
                                                     reuse=proposals[backend.name], share=True,
-                                                    consume=i == len(rewriting) - 1)
+                                                    consume=i == len(rewriting) - 1, has_work=True,
+                                                    signatures=signatures)
                     after = {name: plan.report for name, plan in plans.items() if plan is not None}
         if pipeline.fixes_shapes or not after_convert:
             dynamic = _dynamic_inputs(model)

@@ -277,6 +277,11 @@ class RuleContext:
         cached = self._opsets.get(domain)
         return cached if cached is not None else self.opset(domain)
 
+    def graph_nodes(self) -> Sequence[ir.Node]:
+        """The graph's nodes, in the graph's order (do not change the list: a proposal's context hands out
+        the one it holds, built once for all its backends)."""
+        return list(self.graph)
+
     # -- values -----------------------------------------------------------------------------------
     def is_constant(self, value: ir.Value | None) -> bool:
         """True for an initializer that a session cannot override.
@@ -377,9 +382,14 @@ class _ProposalContext(RuleContext):
 
     def __init__(self, model: ir.Model, backend: Backend, graph: ir.Graph | None = None) -> None:
         super().__init__(model, backend, graph)
+        self._graph_nodes: Sequence[ir.Node] | None = None  # set by the proposal: its index's list
         self._shapes: dict[ir.Value | None, tuple[int | None, ...] | None] = {}
         self._facts: dict[ir.Value | None, tuple | None] = {None: None}  # (an omitted optional input)
         self.beyond_signature = False
+
+    def graph_nodes(self) -> Sequence[ir.Node]:
+        nodes = self._graph_nodes
+        return nodes if nodes is not None else RuleContext.graph_nodes(self)
 
     def shape(self, value: ir.Value | None) -> tuple[int | None, ...] | None:
         shapes = self._shapes

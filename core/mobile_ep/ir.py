@@ -642,6 +642,11 @@ def _skeleton(proto: onnx.ModelProto, limit: int = 1 << 16) -> onnx.ModelProto:
 
     *proto* itself when the copy would hold all it holds that shape inference reads (no initializer to
     leave out, no sparse initializers or training graphs): copying the nodes costs as much as inferring.
+
+    Not :func:`_inference_input`, which serves inference *without* data propagation and must give what
+    onnx_ir's pass gives (initializers over 1000 bytes turned into data-less inputs): here data
+    propagation reads the values of initializers, so they stay initializers, and only those too large to
+    be a shape (over *limit* bytes) lose their data.
     """
     source = proto.graph
     if (not len(source.sparse_initializer) and not len(proto.training_info)

@@ -42,9 +42,6 @@ __all__ = ["Partition", "Placement", "BackendProposal", "Proposal", "propose", "
 
 #: Ask a rule with ``signature_memo`` once per node signature (off only to test that it changes no answer).
 SIGNATURE_MEMO = True
-#: Tests set a dict here to share one memo across the proposals of many small models (by backend object,
-#: opsets and IR version), so that the same signature comes before the memo many times.
-_SHARED_SIGNATURES: dict | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -420,15 +417,31 @@ def propose(
     *,
     on_error: Callable[[Backend, NodeUnit, Exception], Support] | None = None,
     answers: Mapping[str, Mapping[int, Support]] | None = None,
+    signatures: dict | None = None,
 ) -> Proposal:
     """Decide, for each backend in priority order, which nodes it takes.  Pure: the model is not changed.
 
     ``on_error`` turns an exception raised by a backend's rule into an answer (by default it propagates).
     ``answers``: rule answers already known, per backend name (:attr:`Proposal.answers` of an earlier
     proposal of this same model with the same backend objects): those rules are not asked again.
+    ``signatures``: a dict (empty at first) to keep the answers of rules with ``signature_memo`` by node
+    signature across proposals, of this model or others (``check`` shares one between a model as is and
+    after its rewrites), per backend object, opsets and IR version; it holds on to the backends.
     """
     with _gc_paused():
-        return _propose(model, backends, on_error, answers or {})
+        return _propose(model, backends, on_error, answers or {}, signatures)
+
+
+def _signature_store(signatures: dict | None, backend: Backend, model: ir.Model) -> dict[tuple, Support]:
+    """*backend*'s answers by signature in *signatures* for models with *model*'s opsets and IR version
+    (a new dict when *signatures* is None)."""
+    if signatures is None:
+        return {}
+    key = (id(backend), tuple(sorted(model.opset_imports.items())), model.ir_version)
+    entry = signatures.get(key)
+    if entry is None or entry[0] is not backend:  # (the entry keeps its backend alive: its id is not reused)
+        entry = signatures[key] = (backend, {})
+    return entry[1]
 
 
 @contextlib.contextmanager
@@ -450,7 +463,7 @@ def _gc_paused() -> Iterator[None]:
 
 def _propose(model: ir.Model, backends: Sequence[Backend],
              on_error: Callable[[Backend, NodeUnit, Exception], Support] | None,
-             answers: Mapping[str, Mapping[int, Support]]) -> Proposal:
+             answers: Mapping[str, Mapping[int, Support]], shared: dict | None = None) -> Proposal:
     graph = model.graph
     index = _GraphIndex(graph)
     graph_nodes = index.graph_nodes  # nodes are numbered by their position here
@@ -465,6 +478,7 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
 
     for backend in backends:
         ctx = _ProposalContext(model, backend, graph)
+        ctx._graph_nodes = graph_nodes
         qdq_ops = backend.qdq_ops()
         single = True
         if qdq_ops and index.has_quantize():
@@ -496,12 +510,12 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
             excluded = dict.fromkeys(index.nodes, answer.reason)
         taken = any(owner)
 
-        # "Supported" answers by node signature, for rules whose answer is a function of it (OpRule.signature_memo):
-        # when the backend asks its rules the usual way (Backend.supports), and only for single-node units.
+        # Answers by node signature, for rules whose answer is a function of it (OpRule.signature_memo): when the
+        # backend asks its rules the usual way (Backend.supports), and only for single-node units.  "No" answers
+        # only when their reason names nothing of the node asked (_names_nothing_of).
         signatures: dict[tuple, Support] | None = None
         if SIGNATURE_MEMO and type(backend).supports is Backend.supports:
-            signatures = {} if _SHARED_SIGNATURES is None else _SHARED_SIGNATURES.setdefault(
-                (id(backend), tuple(sorted(model.opset_imports.items())), model.ir_version), {})
+            signatures = _signature_store(shared, backend, model)
         # Every node's signature worked out up front (None where the memo does not apply), so that the wave loop
         # answers a node whose signature is known "supported" without calling is_supported.
         fast_signatures = _fast_signatures(graph_nodes, ctx, backend, owner if taken else None, excluded) \
@@ -538,7 +552,8 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
                         if answer is None:
                             ctx.beyond_signature = False
                             answer = backend.supports(unit, ctx)
-                            if signature is not None and answer is SUPPORTED and not ctx.beyond_signature:
+                            if signature is not None and not ctx.beyond_signature and (
+                                    answer is SUPPORTED or _names_nothing_of(target, answer)):
                                 signatures[signature] = answer  # type: ignore[index]
                         memo[key] = answer
                     except Exception as exc:
@@ -590,6 +605,18 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
         texts = ["" if name is not None else "; ".join(reasons.get(node, ()))
                  for node, name in zip(nodes, owners, strict=True)]
     return Proposal(nodes, per_backend, _placements(nodes, owners, texts), memos)
+
+
+def _names_nothing_of(node: ir.Node, answer: Support) -> bool:
+    """Whether a "no" *answer* may stand for every node with *node*'s signature: its reason quotes neither
+    *node*'s name nor the name of any of its inputs or outputs (a reason that does is *node*'s own)."""
+    if answer.ok or type(answer) is not Support or not isinstance(answer.reason, str):
+        return False
+    reason = answer.reason
+    if node.name and node.name in reason:
+        return False
+    return not any(value is not None and value.name and value.name in reason
+                   for value in itertools.chain(node.inputs, node.outputs))
 
 
 def _fast_signatures(nodes: list[ir.Node], ctx: _ProposalContext, backend: Backend, owner: list[str | None] | None,

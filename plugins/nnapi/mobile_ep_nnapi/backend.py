@@ -198,9 +198,9 @@ class NnapiBackend(Backend):
         stop_ops = set(self.options.stop_ops)
         if not stop_ops:
             return {}
-        if stop_ops.isdisjoint(map(_op_type, graph)):
+        nodes = ctx.graph_nodes() if ctx is not None and graph is ctx.graph else list(graph)
+        if stop_ops.isdisjoint(map(_op_type, nodes)):
             return {}  # the usual case: no need to map every node's consumers
-        nodes = list(graph)
         consumers = _top_level_consumers(nodes)
         excluded: dict[ir.Node, str] = {}
         for node in nodes:
