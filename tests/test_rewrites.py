@@ -431,3 +431,25 @@ def test_builder_constants_are_the_tensors_ir_tensor_makes(array):
     assert (got.dtype, got.shape, got.name, got.doc_string) == (expected.dtype, expected.shape, expected.name,
                                                                  expected.doc_string)
     assert got.tobytes() == expected.tobytes() and dict(got.metadata_props) == dict(expected.metadata_props)
+
+
+@pytest.mark.parametrize("value", [1, True, -7, 1.5, "s", "", [1, 2], (3, 4), [1.0, 2.0], ["a", "b"], [True, False],
+                                   [1, 2.0], [1, True], [], np.int64(3), [np.int64(1)], np.float32(0.5)],
+                         ids=repr)
+def test_builder_attributes_are_what_onnx_ir_makes_of_the_value(value):
+    """Builder.op makes plain attributes itself (onnx_ir's type tests are slow): the same Attr, or the
+    same error, as ir.convenience.convert_attribute."""
+    import onnx_ir as ir
+
+    from mobile_ep.rewrite import _attribute
+
+    try:
+        expected = ir.convenience.convert_attribute("k", value)
+    except TypeError as exc:
+        with pytest.raises(TypeError, match="Unsupported attribute type"):
+            _attribute("k", value)
+        assert "Unsupported attribute type" in str(exc)
+        return
+    made = _attribute("k", value)
+    assert (type(made), made.name, made.type) == (type(expected), expected.name, expected.type)
+    assert made.value == expected.value and type(made.value) is type(expected.value)

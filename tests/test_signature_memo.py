@@ -280,3 +280,45 @@ def test_no_answers_are_reused_unless_their_reason_names_the_node(monkeypatch):
     rejected = propose(model, [quoting]).per_backend["toy-memo"].rejected
     assert sorted(c for c in _Toy.calls if c.startswith("relu")) == sorted(n.name for n in relus)  # each its own
     assert [rejected[n] for n in relus] == [f"input d{i} is not wanted" for i in range(30)]
+
+
+def _legalized(model: ir.Model, backend) -> tuple[list, list, list, int]:
+    """Legalize a copy of *model* for *backend*: what was applied and skipped, the nodes, the rule calls."""
+    from mobile_ep.passes import LegalizePass
+
+    calls = []
+    supports = backend.supports
+    backend.supports = lambda unit, ctx: (calls.append(unit.target.op_type), supports(unit, ctx))[1]
+    try:
+        copy = model.clone()
+        legal = LegalizePass(backend)
+        legal(copy)
+    finally:
+        del backend.supports
+    return ([a.as_dict() for a in legal.applied], legal.skipped,
+            [(n.op_type, n.name, [None if v is None else v.name for v in n.inputs]) for n in copy.graph], len(calls))
+
+
+def test_legalization_asks_once_per_signature_and_changes_nothing(light_models, monkeypatch, tmp_path):
+    """The legalize pass checks the nodes its rewrites make through the same memo: with it off, every
+    rewrite, every skipped attempt with its reason and the rewritten graph are the same."""
+    from mobile_ep import ir as mir
+
+    models = dict(light_models)
+    saved = mir.save(graphs.make("transformer", 1000), tmp_path / "transformer.onnx")
+    transformer = api.load_for_analysis(saved, tmp_path)  # with the shapes check infers (LayerNorm needs them)
+    cases = [("transformer 1000", transformer), ("light_resnet50", models["light_resnet50"]),
+             ("light_shufflenet", models["light_shufflenet"])]
+    rewrote = 0
+    for backend in api.resolve_backends(None):
+        for name, model in cases:
+            memo = _legalized(model, backend)
+            with monkeypatch.context() as patch:
+                patch.setattr(partition, "SIGNATURE_MEMO", False)
+                asked = _legalized(model, backend)
+            assert memo[:3] == asked[:3], f"{backend.name} on {name}"
+            assert memo[3] <= asked[3]
+            if name.startswith("transformer") and memo[0]:  # 40 LayerNorms, nine nodes each: far fewer questions
+                rewrote += 1
+                assert memo[3] * 2 < asked[3], f"{backend.name} on {name}: {memo[3]} vs {asked[3]} rule calls"
+    assert rewrote >= 1

@@ -15,6 +15,7 @@ import dataclasses
 import enum
 import importlib
 import inspect
+import itertools
 import pkgutil
 import types
 import typing
@@ -481,6 +482,18 @@ class _ProposalContext(RuleContext):
         result = facts[value] = (self.dtype(value), dims, self.is_constant(value),
                                  _is_initializer(value) and _const_value(value) is not None, from_constant_node)
         return result
+
+
+def _names_nothing_of(node: ir.Node, answer: Support) -> bool:
+    """Whether a "no" *answer* may stand for every node with *node*'s signature: its reason quotes neither
+    *node*'s name nor the name of any of its inputs or outputs (a reason that does is *node*'s own)."""
+    if answer.ok or type(answer) is not Support or not isinstance(answer.reason, str):
+        return False
+    reason = answer.reason
+    if node.name and node.name in reason:
+        return False
+    return not any(value is not None and value.name and value.name in reason
+                   for value in itertools.chain(node.inputs, node.outputs))
 
 
 # --------------------------------------------------------------------------------------------------

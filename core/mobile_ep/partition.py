@@ -32,6 +32,7 @@ from .capability import (
     NodeUnit,
     PartitionView,
     Support,
+    _names_nothing_of,
     _ProposalContext,
     _single_units,
     op_label,
@@ -605,18 +606,6 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
         texts = ["" if name is not None else "; ".join(reasons.get(node, ()))
                  for node, name in zip(nodes, owners, strict=True)]
     return Proposal(nodes, per_backend, _placements(nodes, owners, texts), memos)
-
-
-def _names_nothing_of(node: ir.Node, answer: Support) -> bool:
-    """Whether a "no" *answer* may stand for every node with *node*'s signature: its reason quotes neither
-    *node*'s name nor the name of any of its inputs or outputs (a reason that does is *node*'s own)."""
-    if answer.ok or type(answer) is not Support or not isinstance(answer.reason, str):
-        return False
-    reason = answer.reason
-    if node.name and node.name in reason:
-        return False
-    return not any(value is not None and value.name and value.name in reason
-                   for value in itertools.chain(node.inputs, node.outputs))
 
 
 def _fast_signatures(nodes: list[ir.Node], ctx: _ProposalContext, backend: Backend, owner: list[str | None] | None,

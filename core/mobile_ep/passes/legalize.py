@@ -4,6 +4,9 @@ For every node the backend does not claim, the backend's rewrites for that op ar
 rewrite's nodes are built off-graph and checked against the backend's own rules first; they replace the
 node only if the backend claims every one of them, so a rewrite never turns a CPU node into other CPU
 nodes.  What was applied, and why other attempts were not, is kept for the report.
+
+Those checks ask a rule with ``signature_memo`` once per node signature in a pass, as the partitioner
+does: a rewrite applied a thousand times makes the same few nodes a thousand times.
 """
 
 from __future__ import annotations
@@ -13,7 +16,18 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from mobile_ep.capability import Backend, RuleContext, op_label
+from mobile_ep import partition
+from mobile_ep.capability import (
+    SUPPORTED,
+    Backend,
+    RuleContext,
+    Support,
+    _names_nothing_of,
+    _node_domain,
+    _node_op_type,
+    _ProposalContext,
+    op_label,
+)
 from mobile_ep.rewrite import Builder, Rewrite
 
 __all__ = ["Applied", "Skipped", "LegalizePass"]
@@ -62,6 +76,10 @@ class LegalizePass(ir.passes.InPlacePass):
         self.skip = set(skip)
         self.applied: list[Applied] = []
         self.skipped: list[Skipped] = []
+        #: The rules' answers by node signature, for the nodes looked at and those rewrites make (None: every
+        #: node is asked).
+        self._signatures: dict[tuple, Support] | None = (
+            {} if partition.SIGNATURE_MEMO and type(backend).supports is Backend.supports else None)
 
     def _rewrites_by_op(self) -> dict[tuple[str, str], list[Rewrite]]:
         by_op: dict[tuple[str, str], list[Rewrite]] = {}
@@ -81,8 +99,8 @@ class LegalizePass(ir.passes.InPlacePass):
             candidates = by_op.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
             if not candidates or node.name in self.skip:
                 continue
-            ctx = ctx or RuleContext(model, self.backend, graph)
-            if ctx.claims(node):
+            ctx = ctx or _ProposalContext(model, self.backend, graph)  # (the model does not change here)
+            if self._claims(ctx, node):
                 continue
             for rewrite in candidates:
                 try:
@@ -102,8 +120,8 @@ class LegalizePass(ir.passes.InPlacePass):
             candidates = by_op.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
             if not candidates or node.name in self.skip:
                 continue
-            ctx = RuleContext(model, self.backend, graph)
-            if ctx.claims(node):
+            ctx = _ProposalContext(model, self.backend, graph)  # (one per node: rewrites change the graph)
+            if self._claims(ctx, node):
                 continue
             for rewrite in candidates:
                 if self._try(model, graph, node, rewrite, ctx):
@@ -139,10 +157,11 @@ class LegalizePass(ir.passes.InPlacePass):
             _detach(builder.nodes)
             self._skip(rewrite, node, "the rewrite does not replace every used output")
             return False
-        check = RuleContext(model, self.backend, graph)
+        # (the graph does not change while these are asked: a proposal's context, which remembers shapes, fits)
+        check = _ProposalContext(model, self.backend, graph)
         check.pending_constants = set(builder.initializers)
         for new_node in builder.nodes:
-            answer = check.claims(new_node)
+            answer = self._claims(check, new_node)
             if not answer:
                 _detach(builder.nodes)
                 self._skip(rewrite, node, f"{self.backend.name} would not take the {op_label(new_node)} it makes: "
@@ -152,6 +171,24 @@ class LegalizePass(ir.passes.InPlacePass):
         self.applied.append(Applied(rewrite.name, node.name or "", op_label(node),
                                     [op_label(n) for n in builder.nodes], tuple(builder.nodes)))
         return True
+
+    def _claims(self, ctx: _ProposalContext, node: ir.Node) -> Support:
+        """``ctx.claims(node)``, remembered by *node*'s signature where its rule has ``signature_memo`` (a
+        "no" only when its reason names nothing of *node*: see :func:`mobile_ep.partition.propose`)."""
+        signatures = self._signatures
+        rule = None if signatures is None else self.backend.rules.lookup(
+            _node_domain(node), _node_op_type(node), ctx.node_opset(node))
+        signature = ctx.signature(node) if rule is not None and rule.signature_memo else None
+        if signature is None:
+            return ctx.claims(node)
+        answer = signatures.get(signature)  # type: ignore[union-attr]
+        if answer is None:
+            ctx.beyond_signature = False
+            # (RuleContext's own: the proposal context's would count this question as a read beyond it)
+            answer = RuleContext.claims_unit(ctx, RuleContext.unit_of(ctx, node))
+            if not ctx.beyond_signature and (answer is SUPPORTED or _names_nothing_of(node, answer)):
+                signatures[signature] = answer  # type: ignore[index]
+        return answer
 
     @staticmethod
     def _splice(graph: ir.Graph, node: ir.Node, builder: Builder, replacements: list[ir.Value | None]) -> None:
