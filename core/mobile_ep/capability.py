@@ -381,9 +381,10 @@ class _ProposalContext(RuleContext):
     node, a constant's values, a value's consumers): ``beyond_signature`` is set when it did.
     """
 
-    def __init__(self, model: ir.Model, backend: Backend, graph: ir.Graph | None = None) -> None:
+    def __init__(self, model: ir.Model, backend: Backend, graph: ir.Graph | None = None,
+                 nodes: Sequence[ir.Node] | None = None) -> None:
         super().__init__(model, backend, graph)
-        self._graph_nodes: Sequence[ir.Node] | None = None  # set by the proposal: its index's list
+        self._graph_nodes = nodes  # (the graph's nodes as the proposal already listed them, if it did)
         self._shapes: dict[ir.Value | None, tuple[int | None, ...] | None] = {}
         self._facts: dict[ir.Value | None, tuple | None] = {None: None}  # (an omitted optional input)
         self.beyond_signature = False
@@ -428,6 +429,27 @@ class _ProposalContext(RuleContext):
         return RuleContext.claims_unit(self, unit)
 
     # -- signatures ----------------------------------------------------------------------------------
+    def memo_signature(self, node: ir.Node) -> tuple | None:
+        """*node*'s :meth:`signature` when the backend's rule for it answers by signature
+        (:attr:`OpRule.signature_memo`), else None."""
+        rule = self.backend.rules.lookup(_node_domain(node), _node_op_type(node), self.node_opset(node))
+        return self.signature(node) if rule is not None and rule.signature_memo else None
+
+    def ask(self, unit: NodeUnit, signature: tuple | None, signatures: dict[tuple, Support]) -> Support:
+        """``backend.supports(unit, self)``, or the answer *signatures* already holds for *signature* (None: always
+        asked).  A new answer is kept there when the rule read nothing beyond the signature and, for a "no",
+        when its reason names nothing of the node (:func:`_names_nothing_of`)."""
+        if signature is not None:
+            answer = signatures.get(signature)
+            if answer is not None:
+                return answer
+        self.beyond_signature = False
+        answer = self.backend.supports(unit, self)
+        if signature is not None and not self.beyond_signature and (
+                answer is SUPPORTED or _names_nothing_of(unit.target, answer)):
+            signatures[signature] = answer
+        return answer
+
     def signature(self, node: ir.Node) -> tuple | None:
         """What a rule with ``signature_memo`` may read of *node* through this context, as a key: op, domain,
         attributes, and for each input and output its element type, dims (symbolic ones by name), whether it

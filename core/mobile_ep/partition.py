@@ -32,7 +32,6 @@ from .capability import (
     NodeUnit,
     PartitionView,
     Support,
-    _names_nothing_of,
     _ProposalContext,
     _single_units,
     op_label,
@@ -478,8 +477,7 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
     single_units: list[NodeUnit] | None = None  # one unit per node: the same for every backend
 
     for backend in backends:
-        ctx = _ProposalContext(model, backend, graph)
-        ctx._graph_nodes = graph_nodes
+        ctx = _ProposalContext(model, backend, graph, graph_nodes)
         qdq_ops = backend.qdq_ops()
         single = True
         if qdq_ops and index.has_quantize():
@@ -528,8 +526,7 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
                          unit_list: list[NodeUnit] = unit_list, unit_nodes: list = unit_nodes, taken: bool = taken,
                          excluded: Mapping[ir.Node, str] = excluded, rejected: dict[ir.Node, str] = rejected,
                          single: bool = single, signatures: dict | None = signatures,
-                         fast_signatures: list | None = fast_signatures, lookup: Callable = backend.rules.lookup
-                         ) -> bool:
+                         fast_signatures: list | None = fast_signatures) -> bool:
             unit = unit_list[u]
             owned = next((owner[i] for i in unit_nodes[u] if owner[i] is not None), None) if taken else None
             if owned is not None:
@@ -545,18 +542,9 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
                     try:
                         signature = None
                         if signatures is not None and (single or unit.kind == "single"):
-                            rule = lookup(_domain(target), _op_type(target), ctx.node_opset(target))
-                            if rule is not None and rule.signature_memo:
-                                signature = ctx.signature(target) if fast_signatures is None else fast_signatures[u]
-                                if signature is not None:
-                                    answer = signatures.get(signature)
-                        if answer is None:
-                            ctx.beyond_signature = False
-                            answer = backend.supports(unit, ctx)
-                            if signature is not None and not ctx.beyond_signature and (
-                                    answer is SUPPORTED or _names_nothing_of(target, answer)):
-                                signatures[signature] = answer  # type: ignore[index]
-                        memo[key] = answer
+                            # (fast_signatures holds ctx.memo_signature of every node not taken or excluded)
+                            signature = ctx.memo_signature(target) if fast_signatures is None else fast_signatures[u]
+                        memo[key] = answer = ctx.ask(unit, signature, signatures)  # type: ignore[arg-type]
                     except Exception as exc:
                         if on_error is None:
                             raise

@@ -17,17 +17,7 @@ from collections.abc import Sequence
 import onnx_ir as ir
 
 from mobile_ep import partition
-from mobile_ep.capability import (
-    SUPPORTED,
-    Backend,
-    RuleContext,
-    Support,
-    _names_nothing_of,
-    _node_domain,
-    _node_op_type,
-    _ProposalContext,
-    op_label,
-)
+from mobile_ep.capability import _CYCLIC, Backend, RuleContext, Support, _ProposalContext, op_label
 from mobile_ep.rewrite import Builder, Rewrite
 
 __all__ = ["Applied", "Skipped", "LegalizePass"]
@@ -173,21 +163,17 @@ class LegalizePass(ir.passes.InPlacePass):
         return True
 
     def _claims(self, ctx: _ProposalContext, node: ir.Node) -> Support:
-        """``ctx.claims(node)``, remembered by *node*'s signature where its rule has ``signature_memo`` (a
-        "no" only when its reason names nothing of *node*: see :func:`mobile_ep.partition.propose`)."""
+        """``ctx.claims(node)``, asked once per node signature where *node*'s rule answers by signature
+        (:meth:`_ProposalContext.ask`, as the partitioner does)."""
         signatures = self._signatures
-        rule = None if signatures is None else self.backend.rules.lookup(
-            _node_domain(node), _node_op_type(node), ctx.node_opset(node))
-        signature = ctx.signature(node) if rule is not None and rule.signature_memo else None
+        signature = None if signatures is None else ctx.memo_signature(node)
         if signature is None:
             return ctx.claims(node)
-        answer = signatures.get(signature)  # type: ignore[union-attr]
-        if answer is None:
-            ctx.beyond_signature = False
-            # (RuleContext's own: the proposal context's would count this question as a read beyond it)
-            answer = RuleContext.claims_unit(ctx, RuleContext.unit_of(ctx, node))
-            if not ctx.beyond_signature and (answer is SUPPORTED or _names_nothing_of(node, answer)):
-                signatures[signature] = answer  # type: ignore[index]
+        memo, key = ctx._memo, id(node)
+        answer = memo.get(key)
+        if answer is None:  # (RuleContext.claims_unit's memo: the proposal context's would count a read beyond)
+            memo[key] = _CYCLIC  # guards rules that look back at this node
+            memo[key] = answer = ctx.ask(RuleContext.unit_of(ctx, node), signature, signatures)
         return answer
 
     @staticmethod
