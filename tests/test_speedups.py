@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import operator
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mepkit import LIGHT_DIR
-from mobile_ep import _accel, api, capability, cost, partition, testing
+from mobile_ep import _accel, _fields, api, capability, cost, partition, testing
 from mobile_ep.capability import SUPPORTED, RuleContext, Support, _ProposalContext
 from mobile_ep.cost import select_partitions
 from mobile_ep.partition import propose
@@ -59,12 +61,115 @@ needs_c = pytest.mark.skipif(C is None, reason="mobile_ep._speedups is not built
 def _pure(monkeypatch):
     """Every module's compiled loops swapped for their pure-Python twins."""
     with monkeypatch.context() as patch:
-        for name in ("producers", "in_degrees", "drain", "ordered_consumers", "waves"):
+        for name in ("producers", "in_degrees", "drain", "ordered_consumers", "waves", "gather"):
             patch.setattr(partition, f"_{name}", getattr(partition, f"_py_{name}"))
         patch.setattr(partition, "_speedups", None)
         patch.setattr(capability, "_speedups", None)
         patch.setattr(cost, "_speedups", None)
         yield
+
+
+# --------------------------------------------------------------------------------------------------
+# slot reads (field_get, through gather)
+# --------------------------------------------------------------------------------------------------
+class _Slotted:
+    __slots__ = ("_a", "_b")
+
+    def __init__(self, a=None, b=None):
+        if a is not None:
+            self._a = a
+        if b is not None:
+            self._b = b
+
+
+class _Overriding(_Slotted):
+    """A subclass whose ``_a`` is a property: attrgetter("_a") finds the property, not the slot."""
+
+    __slots__ = ()
+
+    @property
+    def _a(self):
+        return "from the property"
+
+
+class _Looking(_Slotted):
+    """Attributes looked up its own way."""
+
+    __slots__ = ()
+
+    def __getattribute__(self, name):
+        return f"looked up {name}"
+
+
+def _same_outcome(getter, objects, stored=True):
+    """gather(getter, objects) and [getter(o) for o in objects]: equal results (the very objects if *stored*:
+    what the getter returns is kept in the objects, not made by the call), or the same exception."""
+    try:
+        expected = [getter(o) for o in objects]
+    except Exception as exc:
+        with pytest.raises(type(exc), match=re.escape(str(exc))):
+            C.gather(getter, objects)
+        return None
+    found = C.gather(getter, objects)
+    assert found == expected
+    assert not stored or all(f is e for f, e in zip(found, expected, strict=True))
+    return found
+
+
+@needs_c
+def test_gather_reads_what_the_getter_reads():
+    first, second = [1], "two"
+    objects = [_Slotted(first, second), _Overriding(), _Looking(first), _Slotted(first, second)]
+    assert _same_outcome(operator.attrgetter("_a"), objects, stored=False) == [
+        first, "from the property", "looked up _a", first]
+    assert _same_outcome(operator.attrgetter("_b"), [_Slotted(first, second), _Looking()], stored=False) == [
+        second, "looked up _b"]
+    _same_outcome(operator.attrgetter("_b"), [_Slotted(first, second), _Slotted(first)])  # unset: AttributeError
+    _same_outcome(operator.attrgetter("_a", "_b"), [_Slotted(first, second)], stored=False)  # (a tuple: called)
+    _same_outcome(operator.attrgetter("_a.__len__"), [_Slotted(first)], stored=False)  # (a dotted path: called)
+    _same_outcome(lambda o: o._a, [_Slotted(first)])
+    _same_outcome(operator.attrgetter("missing"), [_Slotted(first)])
+    nodes = list(graphs.make("transformer", 300).graph)
+    for getter in (_fields.node_inputs, _fields.node_outputs, _fields.node_op_type, _fields.node_attribute_data):
+        _same_outcome(getter, nodes)
+    values = [v for n in nodes for v in n.outputs]
+    for getter in (_fields.value_shape, _fields.value_type, _fields.value_const_value):
+        _same_outcome(getter, values)
+
+
+@needs_c
+def test_gather_follows_a_class_that_changes():
+    """What was worked out for a class holds only until the class changes (its version tag)."""
+
+    class Changing:
+        __slots__ = ("_a",)
+
+        def __init__(self, a):
+            self._a = a
+
+    getter = operator.attrgetter("_a")
+    objects = [Changing(k) for k in range(3)]
+    assert C.gather(getter, objects) == [0, 1, 2]
+    slot = Changing._a
+    Changing._a = property(lambda self: "replaced")
+    assert C.gather(getter, objects) == ["replaced"] * 3
+    Changing._a = slot
+    assert C.gather(getter, objects) == [0, 1, 2]
+
+
+@needs_c
+def test_gather_errors():
+    with pytest.raises(TypeError, match="must be a sequence"):
+        C.gather(operator.attrgetter("_a"), 5)
+    with pytest.raises(ZeroDivisionError):
+        C.gather(lambda o: 1 / 0, [1])
+
+    def shrinking(o, items=[1, 2, 3]):  # noqa: B006  (the list it empties is the one gathered)
+        items.clear()
+        return o
+
+    with pytest.raises(RuntimeError, match="changed while read"):
+        C.gather(shrinking, shrinking.__defaults__[0])
 
 
 # --------------------------------------------------------------------------------------------------

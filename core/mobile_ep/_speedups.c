@@ -9,6 +9,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h> /* T_OBJECT, T_OBJECT_EX, READ_RESTRICTED */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +30,169 @@ as_index(PyObject *item, Py_ssize_t n)
         return -1;
     }
     return v;
+}
+
+/* -------------------------------------------------------------------------------------------------- */
+/* slot reads                                                                                           */
+/* -------------------------------------------------------------------------------------------------- */
+
+/* The getters mobile_ep._fields hands these functions are mostly operator.attrgetter objects on a slot of
+ * onnx_ir's classes.  Calling one goes through the generic attribute lookup (a few hundred instructions);
+ * the slot itself is a pointer at a fixed offset in the object.  field_get(getter, obj) reads that pointer
+ * when the read would find exactly it: the getter is an attrgetter of one plain name, obj's type looks
+ * attributes up the generic way, and the name resolves on that type to a member descriptor of an object
+ * slot (what a __slots__ entry is), which as a data descriptor wins over anything else.  Any other getter,
+ * type or attribute is called as before.  What was worked out is remembered per (getter, exact type), with
+ * references to both (so neither address is reused while remembered), and holds only while the type's
+ * version tag is the one it had (any change to the class or its bases changes it). */
+typedef struct {
+    PyObject *getter;
+    PyTypeObject *type;
+    unsigned int tag;
+    Py_ssize_t offset; /* -1: call the getter */
+    int kind;          /* T_OBJECT (None when unset) or T_OBJECT_EX (the getter raises when unset) */
+} SlotRead;
+
+#define SLOT_READS 256 /* (open addressing; the getters and types of a run pair up a few dozen ways) */
+static SlotRead slot_reads[SLOT_READS];
+static int slot_reads_used;
+static PyObject *attrgetter_type; /* operator.attrgetter (module init) */
+static PyObject *str_reduce;
+
+/* The offset of the object slot that getter(obj) reads for objects of exactly *type*; -1 if it is not a
+ * plain slot read (then the getter is called), -2 with an exception set. */
+static Py_ssize_t
+slot_offset(PyObject *getter, PyTypeObject *type, int *kind)
+{
+    if ((PyObject *)Py_TYPE(getter) != attrgetter_type || type->tp_getattro != PyObject_GenericGetAttr)
+        return -1;
+    PyObject *reduced = PyObject_CallMethodNoArgs(getter, str_reduce); /* (operator.attrgetter, names) */
+    if (reduced == NULL)
+        return -2;
+    Py_ssize_t offset = -1;
+    PyObject *names = PyTuple_Check(reduced) && PyTuple_GET_SIZE(reduced) == 2 ? PyTuple_GET_ITEM(reduced, 1) : NULL;
+    PyObject *name = names != NULL && PyTuple_Check(names) && PyTuple_GET_SIZE(names) == 1
+                         ? PyTuple_GET_ITEM(names, 0) : NULL;
+    Py_ssize_t dot = name != NULL && PyUnicode_CheckExact(name)
+                         ? PyUnicode_FindChar(name, '.', 0, PyUnicode_GET_LENGTH(name), 1) : 0;
+    if (dot == -2) {
+        Py_DECREF(reduced);
+        return -2;
+    }
+    if (dot == -1) { /* one name, not a dotted path */
+        PyObject *descr = _PyType_Lookup(type, name); /* borrowed; no exception */
+        if (descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type)
+            && PyType_IsSubtype(type, PyDescr_TYPE(descr))) {
+            PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+            if ((member->type == T_OBJECT || member->type == T_OBJECT_EX) && !(member->flags & READ_RESTRICTED)) {
+                offset = member->offset;
+                *kind = member->type;
+            }
+        }
+    }
+    Py_DECREF(reduced);
+    return offset;
+}
+
+/* The entry for (getter, type): the one holding them, or the empty one where they belong (NULL getter). */
+static SlotRead *
+slot_entry(PyObject *getter, PyTypeObject *type)
+{
+    uint64_t h = (uint64_t)((uintptr_t)getter >> 4) * 0x9E3779B97F4A7C15ull
+                 ^ (uint64_t)((uintptr_t)type >> 4) * 0xC2B2AE3D27D4EB4Full;
+    for (size_t i = (size_t)(h >> 56);; i = (i + 1) & (SLOT_READS - 1)) {
+        SlotRead *entry = &slot_reads[i];
+        if (entry->getter == NULL || (entry->getter == getter && entry->type == type))
+            return entry;
+    }
+}
+
+/* getter(obj): a new reference, or NULL with an exception set. */
+static PyObject *
+field_get(PyObject *getter, PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    SlotRead *entry = slot_entry(getter, type);
+    if (entry->getter == NULL || (entry->offset >= 0 && (!PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)
+                                                         || type->tp_version_tag != entry->tag))) {
+        int kind = T_OBJECT_EX;
+        Py_ssize_t offset = slot_offset(getter, type, &kind);
+        if (offset == -2)
+            return NULL;
+        /* (the lookup gave the type a version tag if it could have one: without, nothing is remembered) */
+        if (offset >= 0 && !PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG))
+            return PyObject_CallOneArg(getter, obj);
+        if (entry->getter == NULL) { /* a new pair */
+            if (slot_reads_used >= SLOT_READS * 3 / 4) { /* (kept at most three quarters full: start afresh) */
+                SlotRead old[SLOT_READS];
+                memcpy(old, slot_reads, sizeof(old));
+                memset(slot_reads, 0, sizeof(slot_reads));
+                slot_reads_used = 0;
+                for (size_t i = 0; i < SLOT_READS; i++) { /* (after the table is empty: a release may run code) */
+                    Py_XDECREF(old[i].getter);
+                    Py_XDECREF((PyObject *)old[i].type);
+                }
+                entry = slot_entry(getter, type);
+            }
+            if (entry->getter == NULL) { /* (unless code a release ran put the pair there meanwhile) */
+                entry->getter = Py_NewRef(getter);
+                entry->type = (PyTypeObject *)Py_NewRef((PyObject *)type);
+                slot_reads_used++;
+            }
+        }
+        entry->tag = type->tp_version_tag;
+        entry->offset = offset;
+        entry->kind = kind;
+    }
+    if (entry->offset < 0)
+        return PyObject_CallOneArg(getter, obj);
+    PyObject *value = *(PyObject **)((char *)obj + entry->offset);
+    if (value != NULL)
+        return Py_NewRef(value);
+    if (entry->kind == T_OBJECT)
+        Py_RETURN_NONE;
+    return PyObject_CallOneArg(getter, obj); /* an unset slot: the getter raises its AttributeError */
+}
+
+PyDoc_STRVAR(gather_doc,
+"gather(getter, objects) -> list\n\n"
+"[getter(o) for o in objects]: a slot read for each where the getter reads a slot (see field_get).");
+
+static PyObject *
+speedups_gather(PyObject *self, PyObject *args)
+{
+    PyObject *getter, *objects;
+    if (!PyArg_ParseTuple(args, "OO:gather", &getter, &objects))
+        return NULL;
+    PyObject *fast = PySequence_Fast(objects, "objects must be a sequence");
+    if (fast == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject *result = PyList_New(n);
+    if (result == NULL) {
+        Py_DECREF(fast);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* (the getter may run Python code that changes *objects*: index the list afresh each time) */
+        if (i >= PySequence_Fast_GET_SIZE(fast)) {
+            PyErr_SetString(PyExc_RuntimeError, "objects changed while read");
+            goto error;
+        }
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+        Py_INCREF(item);
+        PyObject *value = field_get(getter, item);
+        Py_DECREF(item);
+        if (value == NULL)
+            goto error;
+        PyList_SET_ITEM(result, i, value);
+    }
+    Py_DECREF(fast);
+    return result;
+error:
+    Py_DECREF(result);
+    Py_DECREF(fast);
+    return NULL;
 }
 
 /* Python ints 0..n-1, shared by every list a call builds (one allocation per number, not per use). */
@@ -719,7 +884,7 @@ type_dtype(PyObject *type, PyObject *getters)
     if (getters != NULL && getters != Py_None) {
         PyObject *getter = PyDict_GetItemWithError(getters, (PyObject *)Py_TYPE(type)); /* borrowed */
         if (getter != NULL)
-            return PyObject_CallOneArg(getter, type);
+            return field_get(getter, type);
         if (PyErr_Occurred())
             return NULL;
     }
@@ -749,11 +914,11 @@ compiled_fact(PyObject *value, PyObject *fields)
         return NULL;
     if (has_pending) /* (constants a rewrite is about to add: the Python method) */
         goto slow;
-    if ((shape = PyObject_CallOneArg(value_shape, value)) == NULL)
+    if ((shape = field_get(value_shape, value)) == NULL)
         goto done;
     if (shape == Py_None)
         goto slow;
-    if ((dims = PyObject_CallOneArg(shape_dims, shape)) == NULL)
+    if ((dims = field_get(shape_dims, shape)) == NULL)
         goto done;
     if (!PyTuple_CheckExact(dims)) {
         PyObject *tuple = PySequence_Tuple(dims);
@@ -761,7 +926,7 @@ compiled_fact(PyObject *value, PyObject *fields)
         if (dims == NULL)
             goto done;
     }
-    if ((type = PyObject_CallOneArg(value_type, value)) == NULL)
+    if ((type = field_get(value_type, value)) == NULL)
         goto done;
     if (type == Py_None)
         goto slow;
@@ -769,16 +934,16 @@ compiled_fact(PyObject *value, PyObject *fields)
         goto done;
     if (dtype == Py_None)
         goto slow;
-    if ((producer = PyObject_CallOneArg(value_producer, value)) == NULL)
+    if ((producer = field_get(value_producer, value)) == NULL)
         goto done;
     if (producer != Py_None) {
-        PyObject *op = PyObject_CallOneArg(op_type, producer);
+        PyObject *op = field_get(op_type, producer);
         if (op == NULL)
             goto done;
         int is_constant_op = PyUnicode_Check(op) && PyUnicode_CompareWithASCIIString(op, "Constant") == 0;
         Py_DECREF(op);
         if (is_constant_op) {
-            PyObject *name = PyObject_CallOneArg(domain, producer);
+            PyObject *name = field_get(domain, producer);
             if (name == NULL)
                 goto done;
             from_constant = PyUnicode_Check(name) && (PyUnicode_GET_LENGTH(name) == 0
@@ -786,16 +951,16 @@ compiled_fact(PyObject *value, PyObject *fields)
             Py_DECREF(name);
         }
     }
-    if ((initializer = PyObject_CallOneArg(is_initializer, value)) == NULL)
+    if ((initializer = field_get(is_initializer, value)) == NULL)
         goto done;
     if (initializer != Py_True && initializer != Py_False)
         goto slow;
     if (initializer == Py_True) {
-        if ((tensor = PyObject_CallOneArg(const_value, value)) == NULL)
+        if ((tensor = field_get(const_value, value)) == NULL)
             goto done;
         if (tensor != Py_None) {
             initializer_constant = 1;
-            if ((graph_input = PyObject_CallOneArg(is_graph_input, value)) == NULL)
+            if ((graph_input = field_get(is_graph_input, value)) == NULL)
                 goto done;
             int input = PyObject_IsTrue(graph_input), late = PyObject_IsTrue(overridable);
             if (input < 0 || late < 0)
@@ -883,14 +1048,14 @@ attribute_items(PyObject *data, PyObject *attr_value, PyObject *attr_type, PyObj
             PyErr_SetString(PyExc_RuntimeError, "attributes changed while read");
             goto error;
         }
-        PyObject *value = PyObject_CallOneArg(attr_value, attribute);
+        PyObject *value = field_get(attr_value, attribute);
         if (value == NULL)
             goto error;
         if (value == Py_None) {
             Py_DECREF(items);
             return value; /* (None for a reference to a function's attribute) */
         }
-        PyObject *type = PyObject_CallOneArg(attr_type, attribute);
+        PyObject *type = field_get(attr_type, attribute);
         if (type == NULL) {
             Py_DECREF(value);
             goto error;
@@ -972,7 +1137,7 @@ speedups_signatures(PyObject *self, PyObject *args)
                 continue;
             }
         }
-        PyObject *data = PyObject_CallOneArg(attribute_data, node);
+        PyObject *data = field_get(attribute_data, node);
         if (data == NULL)
             goto error;
         PyObject *attributes;
@@ -991,14 +1156,14 @@ speedups_signatures(PyObject *self, PyObject *args)
         }
         PyObject *parts[5] = {NULL, NULL, attributes, NULL, NULL};
         PyObject *values;
-        if ((parts[0] = PyObject_CallOneArg(op_type, node)) == NULL
-            || (parts[1] = PyObject_CallOneArg(domain, node)) == NULL)
+        if ((parts[0] = field_get(op_type, node)) == NULL
+            || (parts[1] = field_get(domain, node)) == NULL)
             goto part_error;
-        if ((values = PyObject_CallOneArg(inputs, node)) == NULL)
+        if ((values = field_get(inputs, node)) == NULL)
             goto part_error;
         parts[3] = value_facts(values, facts, fact, fact_fields);
         Py_DECREF(values);
-        if (parts[3] == NULL || (values = PyObject_CallOneArg(outputs, node)) == NULL)
+        if (parts[3] == NULL || (values = field_get(outputs, node)) == NULL)
             goto part_error;
         parts[4] = value_facts(values, facts, fact, fact_fields);
         Py_DECREF(values);
@@ -1037,14 +1202,14 @@ exact_dims(PyObject *value, PyObject *value_shape, PyObject *shape_dims, long lo
 {
     if (value == Py_None)
         return 0;
-    PyObject *shape = PyObject_CallOneArg(value_shape, value);
+    PyObject *shape = field_get(value_shape, value);
     if (shape == NULL)
         return -1;
     if (shape == Py_None) {
         Py_DECREF(shape);
         return 0;
     }
-    PyObject *dims = PyObject_CallOneArg(shape_dims, shape);
+    PyObject *dims = field_get(shape_dims, shape);
     Py_DECREF(shape);
     if (dims == NULL)
         return -1;
@@ -1097,7 +1262,7 @@ static int
 special_flops(PyObject *node, int conv, long long numel, PyObject *node_inputs, PyObject *value_shape,
               PyObject *shape_dims, double *estimate)
 {
-    PyObject *values = PyObject_CallOneArg(node_inputs, node);
+    PyObject *values = field_get(node_inputs, node);
     if (values == NULL)
         return -1;
     PyObject *fast = PySequence_Fast(values, "a node's inputs must be a sequence");
@@ -1157,7 +1322,7 @@ speedups_flops(PyObject *self, PyObject *args)
         goto error;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *node = items[i], *estimate = NULL;
-        PyObject *op = PyObject_CallOneArg(op_type, node);
+        PyObject *op = field_get(op_type, node);
         if (op == NULL)
             goto error;
         int is_special = PySet_Contains(special, op);
@@ -1171,7 +1336,7 @@ speedups_flops(PyObject *self, PyObject *args)
         else if (is_special == 1)
             is_special = 2;
         if (is_special == 0 || is_special == 1) {
-            PyObject *values = PyObject_CallOneArg(outputs, node);
+            PyObject *values = field_get(outputs, node);
             if (values == NULL) {
                 Py_DECREF(op);
                 goto error;
@@ -1253,7 +1418,7 @@ speedups_numbytes(PyObject *self, PyObject *args)
         PyObject *value = items[i];
         long long numel = 0, size_bytes = 0;
         int ok = 0;
-        PyObject *type = PyObject_CallOneArg(value_type, value);
+        PyObject *type = field_get(value_type, value);
         if (type == NULL)
             goto error;
         if (type != Py_None) {
@@ -1377,7 +1542,7 @@ group_io(PyObject *members, PyObject **nodes, Py_ssize_t n, PyObject *made_by, P
             else if (PyErr_Occurred())
                 goto done;
         }
-        if (values == NULL && (values = PyObject_CallOneArg(node_inputs, node)) == NULL)
+        if (values == NULL && (values = field_get(node_inputs, node)) == NULL)
             goto done;
         PyObject *row = PySequence_Fast(values, "a node's inputs must be a sequence");
         Py_DECREF(values);
@@ -1395,7 +1560,7 @@ group_io(PyObject *members, PyObject **nodes, Py_ssize_t n, PyObject *made_by, P
             }
         }
         Py_DECREF(row);
-        if ((values = PyObject_CallOneArg(node_outputs, node)) == NULL)
+        if ((values = field_get(node_outputs, node)) == NULL)
             goto done;
         row = PySequence_Fast(values, "a node's outputs must be a sequence");
         Py_DECREF(values);
@@ -1413,7 +1578,7 @@ group_io(PyObject *members, PyObject **nodes, Py_ssize_t n, PyObject *made_by, P
             if (wanted < 0)
                 goto row_error;
             if (!wanted) { /* read outside the group? */
-                PyObject *uses = value_uses != Py_None ? PyObject_CallOneArg(value_uses, value)
+                PyObject *uses = value_uses != Py_None ? field_get(value_uses, value)
                                                        : PyObject_CallMethodNoArgs(value, str_uses);
                 if (uses == NULL)
                     goto row_error;
@@ -1594,6 +1759,7 @@ static PyMethodDef speedups_methods[] = {
     {"io_many", speedups_io_many, METH_VARARGS, io_many_doc},
     {"instances", speedups_instances, METH_VARARGS, instances_doc},
     {"numbytes", speedups_numbytes, METH_VARARGS, numbytes_doc},
+    {"gather", speedups_gather, METH_VARARGS, gather_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1609,5 +1775,16 @@ PyInit__speedups(void)
         return NULL;
     if (str_uses == NULL && (str_uses = PyUnicode_InternFromString("uses")) == NULL)
         return NULL;
+    if (str_reduce == NULL && (str_reduce = PyUnicode_InternFromString("__reduce__")) == NULL)
+        return NULL;
+    if (attrgetter_type == NULL) {
+        PyObject *operator_module = PyImport_ImportModule("operator");
+        if (operator_module == NULL)
+            return NULL;
+        attrgetter_type = PyObject_GetAttrString(operator_module, "attrgetter");
+        Py_DECREF(operator_module);
+        if (attrgetter_type == NULL)
+            return NULL;
+    }
     return PyModule_Create(&speedups_module);
 }

@@ -158,14 +158,14 @@ class _GraphIndex:
     def __init__(self, graph: ir.Graph) -> None:
         self.graph_nodes = graph_nodes = list(graph)
         # (map/chain keep these loops in C: they run for every node)
-        outputs = list(map(_outputs, graph_nodes))
+        outputs = _gather(_outputs, graph_nodes)
         numbers = itertools.chain.from_iterable(map(itertools.repeat, range(len(graph_nodes)), map(len, outputs)))
         self.made_by = made_by = dict(zip(itertools.chain.from_iterable(outputs), numbers, strict=True))
         # Each node's distinct producers, in the order it first reads them.  Values nothing here makes are dropped.
-        producers = _producers(list(map(_inputs, graph_nodes)), made_by)
+        producers = _producers(_gather(_inputs, graph_nodes), made_by)
         #: What nodes with subgraphs read, their subgraphs' reads from this scope included (:func:`_outer_inputs`).
         self.outer_reads: dict[int, tuple[ir.Value, ...]] = {}
-        attributes = list(map(_attribute_data, graph_nodes))
+        attributes = _gather(_attribute_data, graph_nodes)
         kinds = map(_attribute_type, itertools.chain.from_iterable(map(dict.values, filter(None, attributes))))
         if not _GRAPH_ATTRIBUTE_SET.isdisjoint(kinds):  # (none in most graphs: then no node is looked at)
             for i in [i for i, data in enumerate(attributes) if data]:
@@ -408,6 +408,14 @@ _ordered_consumers = _speedups.ordered_consumers if _speedups else _py_ordered_c
 _waves = _speedups.waves if _speedups else _py_waves
 
 
+def _py_gather(getter: Callable[[object], object], objects: Sequence[object]) -> list:
+    """``getter`` of each object (one of the ``_fields`` getters: compiled, a slot read each)."""
+    return list(map(getter, objects))
+
+
+_gather = _speedups.gather if _speedups else _py_gather
+
+
 # --------------------------------------------------------------------------------------------------
 # Proposal
 # --------------------------------------------------------------------------------------------------
@@ -602,8 +610,8 @@ def _fast_signatures(nodes: list[ir.Node], ctx: _ProposalContext, backend: Backe
     backend nor excluded, else None; ``None`` altogether if working them out raised (then each node is asked
     on its own, and its error is handled as usual)."""
     try:
-        domains = list(map(_domain, nodes))
-        ops = list(map(_op_type, nodes))
+        domains = _gather(_domain, nodes)
+        ops = _gather(_op_type, nodes)
         lookup = backend.rules.lookup
         memoized = {}
         for domain, op in set(zip(domains, ops, strict=True)):
