@@ -119,6 +119,7 @@ field_get(PyObject *getter, PyObject *obj)
         Py_ssize_t offset = slot_offset(getter, type, &kind);
         if (offset == -2)
             return NULL;
+        entry = slot_entry(getter, type); /* (again: nothing above runs Python code, but the table is shared) */
         /* (the lookup gave the type a version tag if it could have one: without, nothing is remembered) */
         if (offset >= 0 && !PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG))
             return PyObject_CallOneArg(getter, obj);
