@@ -86,14 +86,17 @@ sys.argv = sys.argv[1:]
 start = time.perf_counter()
 runpy.run_path(sys.argv[0], run_name="__main__")
 seconds = time.perf_counter() - start
-peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-print("@@MEASURED@@" + json.dumps({"seconds": seconds, "peak_rss": peak * 1024}))
+usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+peak = max(u.ru_maxrss for u in usage)
+written = sum(u.ru_oublock for u in usage) * 512  # blocks of 512 bytes written to files (Linux)
+print("@@MEASURED@@" + json.dumps({"seconds": seconds, "peak_rss": peak * 1024, "written": written}))
 """
 
 
 def child_peak_rss(script: str | pathlib.Path, *args: str, cwd: str | pathlib.Path | None = None,
                    timeout: float = 7200) -> dict:
-    """Run ``python SCRIPT ARGS`` in a fresh process: its wall time, peak RSS (bytes) and what it printed.
+    """Run ``python SCRIPT ARGS`` in a fresh process: its wall time, peak RSS and bytes written to files
+    (``written``; the file system's count, 0 where it keeps none), and what it printed.
 
     The child's own ``getrusage`` peak is taken at its end, so imports are included (a fresh interpreter
     with onnxruntime, onnx and onnx_ir loaded is about 100 MB); so is the peak of any process it ran and

@@ -253,10 +253,12 @@ def _without_cycle_collection(func: Callable) -> Callable:
 
 
 def _optimized_path(model_path: str | os.PathLike, workdir: str | os.PathLike, options: PipelineOptions | None,
-                    proto: object | None = None) -> tuple[pathlib.Path, dict[str, list[str]]]:
+                    proto: object | None = None, *, weights: bool = True) -> tuple[pathlib.Path, dict[str, list[str]]]:
     """Validate, fix shapes if asked, and write the basic-optimized model into *workdir*.
 
-    *proto*: the file as :func:`mobile_ep.ir.read_proto` just returned it (not parsed again).
+    *proto*: the file as :func:`mobile_ep.ir.read_proto` just returned it (not parsed again).  *weights*
+    False: the large weights are not written (:func:`mobile_ep.ir.ort_optimized`); :func:`mobile_ep.ir.load`
+    reads them on demand.
     """
     path = pathlib.Path(model_path)
     mir.validate(path, proto)
@@ -272,7 +274,7 @@ def _optimized_path(model_path: str | os.PathLike, workdir: str | os.PathLike, o
         source = mir.save(model, fixed_dir / "fixed.onnx")
     out_dir = pathlib.Path(workdir) / ("shaped" if source != path else "asis")
     out_dir.mkdir(exist_ok=True)
-    return mir.ort_optimized(source, out_dir, level="basic", inspected=source == path), changes
+    return mir.ort_optimized(source, out_dir, level="basic", inspected=source == path, weights=weights), changes
 
 
 def load_for_analysis(model_path: str | os.PathLike, workdir: str | os.PathLike,
@@ -520,7 +522,7 @@ def check(
     selected = resolve_backends(backends, options, plugins)
     with tempfile.TemporaryDirectory(prefix="mobile-ep-") as workdir:
         with timer("load"):
-            as_is_path, _ = _optimized_path(model_path, workdir, None, proto)
+            as_is_path, _ = _optimized_path(model_path, workdir, None, proto, weights=False)
             if not pipeline.fixes_shapes:
                 del proto  # the optimized model is what is read from now on
                 proto = None
@@ -537,7 +539,7 @@ def check(
         if after_convert:
             with timer("after_convert"):
                 if pipeline.fixes_shapes:
-                    optimized, changes = _optimized_path(model_path, workdir, pipeline, proto)
+                    optimized, changes = _optimized_path(model_path, workdir, pipeline, proto, weights=False)
                     for backend in selected:
                         after[backend.name] = _plan(optimized, backend, pipeline, strict,
                                                     signatures=signatures).report
@@ -749,9 +751,10 @@ def _export_onnx(plan: _Plan, backend: Backend, pipeline: PipelineOptions, targe
 
 
 def _written_report(path: pathlib.Path, backend: Backend, workdir: pathlib.Path, strict: bool) -> BackendReport:
-    """The backend's view of a written model, after the basic optimizations every ORT session applies."""
+    """The backend's view of a written model, after the basic optimizations every ORT session applies
+    (whose weights are not written again: analysis seldom reads them, see :func:`mobile_ep.ir.ort_optimized`)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    model = mir.load(mir.ort_optimized(path, workdir, inspected=True), check=False)  # our own file
+    model = mir.load(mir.ort_optimized(path, workdir, inspected=True, weights=False), check=False)  # our own file
     proposal = propose(model, [backend], on_error=isolate_faults(strict))
     bp = proposal.per_backend[backend.name]
     costs = select_partitions(bp.partitions, RuleContext(model, backend), backend.cost_params())

@@ -21,6 +21,7 @@ import pathlib
 import re
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 
 import onnx
@@ -37,6 +38,8 @@ __all__ = [
     "save",
     "infer_shapes",
     "ort_optimized",
+    "OPTIMIZED_DATA",
+    "UnwrittenWeights",
     "inline_small_weights",
     "target_ir_version",
     "atomic_path",
@@ -142,9 +145,10 @@ class _Inspector:
     Pure except for ``lstat``/``realpath`` of external-data locations: nothing is opened.
     """
 
-    def __init__(self, proto: onnx.ModelProto, folder: pathlib.Path | None) -> None:
+    def __init__(self, proto: onnx.ModelProto, folder: pathlib.Path | None, unwritten: str | None = None) -> None:
         self.proto = proto
         self.folder = folder
+        self.unwritten = unwritten  # an external-data location whose file was never written (not looked for)
         self.function_domains = {f.domain for f in proto.functions}
         self._file_sizes: dict[str, int] = {}
         self._locations: set[str] = set()  # external-data locations already found acceptable
@@ -434,8 +438,8 @@ class _Inspector:
         if length is not None and expected is not None and int(length) != expected:
             refuse(f"length {int(length):,} does not match its shape {list(tensor.dims)} of "
                    f"{_type_name(tensor.data_type)} ({expected:,} bytes)")
-        if self.folder is None:
-            return  # an in-memory model: nothing is read from disk here
+        if self.folder is None or location == self.unwritten:
+            return  # an in-memory model, or weights onnxruntime did not write: nothing is read from disk here
         size = self.external_file(location, refuse)
         start = int(offset)
         needed = int(length) if length is not None else (expected or 0)
@@ -498,8 +502,9 @@ def inspect_proto(proto: onnx.ModelProto, *, folder: str | os.PathLike | None = 
     _inspect(proto, folder, label)
 
 
-def _inspect(proto: onnx.ModelProto, folder: str | os.PathLike | None, label: str) -> _Inspector:
-    inspector = _Inspector(proto, pathlib.Path(folder) if folder is not None else None)
+def _inspect(proto: onnx.ModelProto, folder: str | os.PathLike | None, label: str,
+             unwritten: str | None = None) -> _Inspector:
+    inspector = _Inspector(proto, pathlib.Path(folder) if folder is not None else None, unwritten)
     try:
         inspector.header()
         inspector.model()
@@ -547,11 +552,14 @@ def _check_path(path: str | os.PathLike) -> pathlib.Path:
     return p
 
 
-def read_proto(path: str | os.PathLike, *, load_external_data: bool = False) -> onnx.ModelProto:
+def read_proto(path: str | os.PathLike, *, load_external_data: bool = False,
+               unwritten: str | None = None) -> onnx.ModelProto:
     """Parse and inspect a model file, turning every failure into a one-line ModelError.
 
     Everything :func:`inspect_proto` checks is checked here, external-data locations included, before
     any other code (onnx's checker, onnxruntime, onnx_ir) opens the file or anything it refers to.
+    *unwritten*: an external-data location that is known not to exist (:func:`ort_optimized` with
+    ``weights=False``); its references are checked, but no file is looked for.
     """
     p = _check_path(path)
     try:
@@ -574,11 +582,11 @@ def read_proto(path: str | os.PathLike, *, load_external_data: bool = False) -> 
     del data
     seen = _INSPECTED.get(identity)
     if seen is None or _external_identity(p.parent, [location for location, _ in seen]) != seen:
-        inspector = _inspect(proto, p.parent, str(p))
+        inspector = _inspect(proto, p.parent, str(p), unwritten)
         external = _external_identity(p.parent, inspector._file_sizes)
         if len(_INSPECTED) > 256:
             _INSPECTED.clear()
-        if external is not None:
+        if external is not None and unwritten is None:  # (a file with weights missing is judged each time)
             _INSPECTED[identity] = external
     if load_external_data:
         onnx.external_data_helper.load_external_data_for_model(proto, str(p.parent))
@@ -925,13 +933,21 @@ def check_shapes_strictly(model: ir.Model) -> None:
 
 
 def load(path: str | os.PathLike, *, shapes: bool = True, check: bool = True) -> ir.Model:
-    """Load a model file into the IR; one-line ModelError for anything wrong with it."""
+    """Load a model file into the IR; one-line ModelError for anything wrong with it.
+
+    A model that :func:`ort_optimized` wrote without its weights (``weights=False``) gets them on demand
+    (:class:`UnwrittenWeights`).
+    """
     p = _check_path(path)
-    proto = read_proto(p)
+    unwritten = _UNWRITTEN.get(p)
+    proto = read_proto(p, unwritten=None if unwritten is None else OPTIMIZED_DATA)
     if check:
         _run_checker(p, str(p))
         check_inferred_shapes(proto, str(p))
-    return from_proto(proto, base_dir=p.parent, shapes=shapes)
+    model = from_proto(proto, base_dir=p.parent, shapes=shapes)
+    if unwritten is not None:
+        unwritten.attach(model)
+    return model
 
 
 def to_proto(model: ir.Model) -> onnx.ModelProto:
@@ -1194,10 +1210,12 @@ def lean_session_options(options):
 #: small (parsed in a few ms), the weights are memory-mapped when, and only when, something reads them.
 #: Smaller tensors (shapes, axes, scales: what capability rules read) stay inline.
 OPTIMIZED_EXTERNAL_MIN_BYTES = 1024
+#: The name of that external data file, beside ``optimized.onnx``.
+OPTIMIZED_DATA = "optimized.onnx.data"
 
 
 def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level: str = "basic",
-                  inspected: bool = False) -> pathlib.Path:
+                  inspected: bool = False, weights: bool = True) -> pathlib.Path:
     """The model as an onnxruntime session sees it after optimization at *level* (basic by default).
 
     Every ORT session applies the basic level, so this is the graph execution providers partition.
@@ -1205,6 +1223,12 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
     of a newer IR version than onnxruntime reads is given to it from memory with the IR version lowered
     (its external data still read from the model's folder).  *inspected*: the caller has just read the
     file with :func:`read_proto` (or :func:`validate`); it is not parsed again.
+
+    *weights* False: onnxruntime writes the initializers of :data:`OPTIMIZED_EXTERNAL_MIN_BYTES` and more
+    to the null device instead of :data:`OPTIMIZED_DATA` (through a symbolic link, removed afterwards).
+    Writing them is most of what saving costs (a 2 GB model's session takes half the time without) and
+    needs as much free disk as the weights; analysis seldom reads them.  :func:`load` reads the file
+    with :class:`UnwrittenWeights` standing in for them.  Where no such link can be made, they are written.
     """
     import onnxruntime as ort
 
@@ -1222,19 +1246,129 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
     so.graph_optimization_level = levels[level]
     so.optimized_model_filepath = str(out)
     so.log_severity_level = 4  # errors come back as exceptions: keep stderr to our one line
-    so.add_session_config_entry("session.optimized_model_external_initializers_file_name", "optimized.onnx.data")
+    so.add_session_config_entry("session.optimized_model_external_initializers_file_name", OPTIMIZED_DATA)
     so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
                                 str(OPTIMIZED_EXTERNAL_MIN_BYTES))
     lean_session_options(so)
     model = ort_model_source(p, so)
+    sink = None if weights else _null_sink(out.parent / OPTIMIZED_DATA)
     try:
         ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     except Exception as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None
+    finally:
+        # onnxruntime removes the link when done (the file it wrote seems empty); were a file there now,
+        # the weights would be in it
+        unwritten = sink is not None and (sink.is_symlink() or not os.path.lexists(sink))
+        if unwritten and sink.is_symlink():
+            sink.unlink()
+    if unwritten:
+        _UNWRITTEN.register(out, UnwrittenWeights(p, out, level))
     del model
     release_memory()
     return out
+
+
+def _null_sink(target: pathlib.Path) -> pathlib.Path | None:
+    """*target* made a symbolic link to the null device, or None where that cannot be done (or is not
+    tried: outside POSIX systems, or where *target* already exists)."""
+    if os.name != "posix" or not os.path.exists(os.devnull) or os.path.lexists(target):
+        return None
+    try:
+        os.symlink(os.devnull, target)
+    except (OSError, NotImplementedError):  # e.g. Windows without the privilege to make links
+        return None
+    return target
+
+
+class UnwrittenWeights:
+    """The large initializers of a model :func:`ort_optimized` wrote with ``weights=False``, on demand.
+
+    :meth:`attach` puts a lazy tensor (``onnx_ir.LazyTensor``: name, type and shape known, data read on
+    first use) in place of each initializer whose data went to the null device.  The first read of any
+    of them runs the same onnxruntime session on the same input again, this time writing the weights
+    (into ``weights/`` beside the model); every read then maps its tensor from there.  onnxruntime's
+    optimizations are deterministic, and each tensor's name, type and shape are checked against the
+    first session's.  The input must be the file it was (inspected again, as any input is): one
+    changed in between is an error.
+    """
+
+    def __init__(self, source: pathlib.Path, model: pathlib.Path, level: str) -> None:
+        self.source = source
+        self.model = model
+        self.level = level
+        self._identity = _identity(source, source.stat())
+        self._written: tuple[pathlib.Path, dict[str, onnx.TensorProto]] | None = None
+        self._lock = threading.Lock()
+
+    def attach(self, model: ir.Model) -> None:
+        """Put lazy tensors in *model* (loaded from the optimized file) for the weights not written."""
+        for graph in model.graphs():
+            for value in graph.initializers.values():
+                tensor = value.const_value
+                if isinstance(tensor, ir.ExternalTensor) and tensor.location == OPTIMIZED_DATA:
+                    value.const_value = ir.LazyTensor(
+                        functools.partial(self.tensor, tensor.name, tensor.dtype, tensor.shape),
+                        dtype=tensor.dtype, shape=tensor.shape, cache=True, name=tensor.name,
+                        doc_string=tensor.doc_string, metadata_props=dict(tensor.metadata_props))
+
+    def tensor(self, name: str, dtype: ir.DataType, shape: ir.Shape) -> ir.TensorProtocol:
+        """The initializer *name* as onnxruntime wrote it (its type and shape must be *dtype* and *shape*)."""
+        with self._lock:
+            if self._written is None:
+                try:
+                    same = _identity(self.source, self.source.stat()) == self._identity
+                except OSError:
+                    same = False
+                if not same:
+                    raise ModelError(f"{self.source}: the model changed while it was being analyzed")
+                folder = self.model.parent / "weights"
+                folder.mkdir(exist_ok=True)
+                written = ort_optimized(self.source, folder, level=self.level)
+                self._written = folder, {t.name: t for t in read_proto(written).graph.initializer}
+        folder, tensors = self._written
+        found = tensors.get(name)
+        if found is None:
+            raise ModelError(f"{self.source}: onnxruntime's second optimization has no initializer {name!r}")
+        result = ir.serde.deserialize_tensor(found, folder)
+        if result.dtype != dtype or result.shape != shape:
+            raise ModelError(f"{self.source}: onnxruntime's second optimization wrote initializer {name!r} as "
+                             f"{result.dtype.name}{list(result.shape)}, the first as {dtype.name}{list(shape)}")
+        return result
+
+
+class _Registry:
+    """Optimized model files written without weights -> their :class:`UnwrittenWeights`; an entry holds
+    only while the file is the one written (same identity), and the oldest go beyond 64."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[tuple, UnwrittenWeights]] = {}
+        self._lock = threading.Lock()
+
+    def register(self, path: pathlib.Path, weights: UnwrittenWeights) -> None:
+        key = os.path.realpath(path)
+        with self._lock:
+            self._entries.pop(key, None)
+            self._entries[key] = (_identity(path, path.stat()), weights)
+            while len(self._entries) > 64:
+                del self._entries[next(iter(self._entries))]
+
+    def get(self, path: pathlib.Path) -> UnwrittenWeights | None:
+        key = os.path.realpath(path)
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is None:
+            return None
+        try:
+            same = entry[0] == _identity(path, path.stat())
+        except OSError:
+            same = False
+        return entry[1] if same and not os.path.lexists(path.parent / OPTIMIZED_DATA) else None
+
+
+_UNWRITTEN = _Registry()
+
 
 
 def inline_small_weights(model: ir.Model, limit: int = 1 << 20) -> ir.Model:
