@@ -79,6 +79,10 @@ def test_a_second_load_of_the_file_defers_too_and_a_changed_file_is_refused(tmp_
     first, second = mir.load(out, check=False), mir.load(out, check=False)
     for model in (first, second):
         assert any(isinstance(v.const_value, ir.LazyTensor) for v in model.graph.initializers.values())
+    # read without knowing its weights were not written, the file is refused: loading it above did not
+    # leave it in the inspection cache
+    with pytest.raises(ModelError, match="'optimized.onnx.data' does not exist in the model's folder"):
+        mir.read_proto(out)
     out.write_bytes(out.read_bytes())  # no longer the file onnxruntime wrote: its weights are nowhere
     with pytest.raises(ModelError, match="'optimized.onnx.data' does not exist in the model's folder"):
         mir.load(out, check=False)
