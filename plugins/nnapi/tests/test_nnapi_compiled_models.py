@@ -183,7 +183,30 @@ def test_a_quantized_model_compiles_and_verifies_within_one_step(tmp_path):
 LIGHT = [p for p in smoke_models() if ALL_LIGHT or p.stem in DEFAULT_LIGHT]
 
 
+def logits_out(source: pathlib.Path, target: pathlib.Path) -> pathlib.Path:
+    """*source* with each graph output computed by a Softmax replaced by that Softmax's input (the logits).
+
+    The weights the light models ship with are one number per tensor, so activations grow by about
+    fan-in x weight per layer: SqueezeNet's logits reach ~7e9, where one float32 step is 512.  Two correct
+    float32 convolutions that sum in different orders (onnxruntime's kernels, the emulator's BLAS) then give
+    logits a few steps apart, and a softmax over them turns that into 0 against 0.025 for some classes.
+    The logits themselves agree to float32 precision: they are what such weights can verify.
+    """
+    proto = onnx.load(str(source))
+    inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(proto).graph.value_info}
+    producers = {name: node for node in proto.graph.node for name in node.output}
+    for index, output in enumerate(proto.graph.output):
+        node = producers.get(output.name)
+        if node is not None and node.op_type == "Softmax":
+            proto.graph.output[index].CopyFrom(inferred[node.input[0]])
+            proto.graph.node.remove(node)
+    onnx.save(proto, str(target))
+    return target
+
+
 @pytest.mark.parametrize("source", LIGHT, ids=[p.stem for p in LIGHT])
 def test_light_models_compile_and_verify(tmp_path, source):
-    convert(source, tmp_path / "as-shipped")
+    headless = logits_out(source, tmp_path / source.name)
+    assert [n.op_type for n in onnx.load(str(headless)).graph.node if n.op_type == "Softmax"] == []
+    convert(headless, tmp_path / "as-shipped")
     convert(randomized(source, tmp_path / f"{source.stem}.random.onnx"), tmp_path / "random")
