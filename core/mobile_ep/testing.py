@@ -362,7 +362,7 @@ def _compare(name: str, expected: np.ndarray, got: Any, rtol: float, atol: float
         g, e = got.astype(np.float64), expected.astype(np.float64)
         close = np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
         finite = np.isfinite(e) & np.isfinite(g)
-        error = float(np.max(np.abs(g - e)[finite])) if finite.any() else 0.0
+        error = float(np.max(np.abs(g[finite] - e[finite]))) if finite.any() else 0.0
     else:
         close = got == expected
         error = float(np.max(np.abs(got.astype(np.float64) - expected.astype(np.float64))))
