@@ -22,7 +22,7 @@ import re
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import onnx
 import onnx_ir as ir
@@ -593,6 +593,47 @@ def read_proto(path: str | os.PathLike, *, load_external_data: bool = False,
     return proto
 
 
+#: Attribute types :func:`_read_session_output` leaves to the full inspection (tensors, subgraphs).
+_DEEP_ATTRIBUTES = frozenset({onnx.AttributeProto.TENSOR, onnx.AttributeProto.TENSORS, onnx.AttributeProto.GRAPH,
+                              onnx.AttributeProto.GRAPHS, onnx.AttributeProto.SPARSE_TENSOR,
+                              onnx.AttributeProto.SPARSE_TENSORS, onnx.AttributeProto.TYPE_PROTO,
+                              onnx.AttributeProto.TYPE_PROTOS})
+
+
+def _read_session_output(p: pathlib.Path) -> onnx.ModelProto | None:
+    """The optimized model :func:`ort_optimized` had onnxruntime write without its weights, parsed, or
+    None (then :func:`read_proto` reads it) for anything but the plain form of such a file.
+
+    The header and every initializer are inspected as :func:`read_proto` would (data type, dims, data
+    size, external-data references, which must all be :data:`OPTIMIZED_DATA`); the graph's structure
+    (names, cycles, declared shapes) is not inspected again: onnxruntime derived it from an input that
+    :func:`read_proto` and :func:`validate` accepted, in the caller's private folder, and the registry
+    vouches that the file is unchanged since.  A file with subgraphs, functions, training graphs, sparse
+    initializers, tensor, graph or type attributes, or external data elsewhere gets the full inspection.
+    """
+    try:
+        proto = onnx.ModelProto()
+        proto.ParseFromString(p.read_bytes())
+    except Exception:
+        return None  # read_proto says what is wrong
+    if proto.functions or proto.training_info or proto.graph.sparse_initializer:
+        return None
+    for node in proto.graph.node:
+        for attribute in node.attribute:
+            if attribute.type in _DEEP_ATTRIBUTES:
+                return None
+    inspector = _Inspector(proto, None, OPTIMIZED_DATA)
+    try:
+        inspector.header()
+        for tensor in proto.graph.initializer:
+            if any(entry.key == "location" and entry.value != OPTIMIZED_DATA for entry in tensor.external_data):
+                return None
+            inspector.tensor(tensor, f"initializer {tensor.name!r}")
+    except _Refused as exc:
+        raise ModelError(f"{p}: {exc}") from None
+    return proto
+
+
 def _checker_message(exc: BaseException) -> str:
     text = str(exc).strip()
     if not text:
@@ -717,12 +758,185 @@ def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = N
     inferred = _infer_proto(proto) if shapes else None
     try:
         with _gc_paused(), _annotated(proto, inferred):
-            model = ir.serde.deserialize_model(proto)
+            model = _deserialize_plain(proto)
+            named = model is not None and _named(proto.graph)
+            if model is None:
+                model = ir.serde.deserialize_model(proto)
     except Exception as exc:
         raise ModelError(f"cannot read the model's graph: {type(exc).__name__}: {exc}") from None
     if base_dir is not None:
         _set_base_dir(model, pathlib.Path(base_dir))
-    NameFixPass()(model)
+    if not named:
+        NameFixPass()(model)
+    return model
+
+
+def _named(graph: onnx.GraphProto) -> bool:
+    """Whether onnx_ir's NameFixPass would leave the model of this one graph as it is: every node named,
+    no two alike, no output left unnamed (value names are unique: :func:`_deserialize_plain` checked)."""
+    names = [node.name for node in graph.node]
+    return all(names) and len(set(names)) == len(names) and all(name for node in graph.node for name in node.output)
+
+
+_A = onnx.AttributeProto
+#: Attribute types :func:`_deserialize_plain` builds itself, with the constructor onnx_ir's uses.
+_PLAIN_ATTRIBUTES = {
+    _A.INT: (ir.AttributeType.INT, lambda a: a.i),
+    _A.FLOAT: (ir.AttributeType.FLOAT, lambda a: a.f),
+    _A.INTS: (ir.AttributeType.INTS, lambda a: a.ints),
+    _A.FLOATS: (ir.AttributeType.FLOATS, lambda a: a.floats),
+    _A.STRINGS: (ir.AttributeType.STRINGS, lambda a: [s.decode("utf-8") for s in a.strings]),
+    _A.TENSOR: (ir.AttributeType.TENSOR, lambda a: ir.serde.deserialize_tensor(a.t)),
+    _A.TENSORS: (ir.AttributeType.TENSORS, lambda a: [ir.serde.deserialize_tensor(t) for t in a.tensors]),
+}
+_DATA_TYPES_BY_NUMBER = {int(t): t for t in ir.DataType}
+
+
+class _NotPlain(Exception):
+    """:func:`_deserialize_plain` meets something it leaves to onnx_ir."""
+
+
+def _deserialize_plain(proto: onnx.ModelProto) -> ir.Model | None:
+    """``onnx_ir.serde.deserialize_model(proto)`` for a model of one plain graph, in less time, or
+    None (then onnx_ir deserializes it) for anything else: subgraphs, functions, sparse or type
+    attributes, attribute references, quantization annotations, device configurations, values of other
+    than tensor type, names declared twice or read before any definition, string attributes that are
+    not UTF-8.
+
+    The same objects, made by the same constructors with the same arguments (tests/test_ir.py compares
+    the two on every ONNX node test and the light_* models); what it skips is the general case's
+    machinery: an error-capturing wrapper around every call, enum look-ups per attribute and dimension,
+    a field-presence test per optional field.
+    """
+    graph = proto.graph
+    if (proto.functions or len(getattr(proto, "configuration", ())) or graph.quantization_annotation
+            or graph.sparse_initializer):
+        return None
+    try:
+        return _plain_model(proto)
+    except (_NotPlain, UnicodeDecodeError):
+        return None
+
+
+def _plain_type(info: onnx.ValueInfoProto, value: ir.Value) -> None:
+    """The type, shape, doc string and metadata of *info* on *value* (onnx_ir's deserialize_value_info_proto)."""
+    type_proto = info.type
+    kind = type_proto.WhichOneof("value")
+    if kind == "tensor_type":
+        tensor_type = type_proto.tensor_type
+        if tensor_type.HasField("shape"):
+            dims, denotations = [], []
+            for dim in tensor_type.shape.dim:
+                which = dim.WhichOneof("value")
+                dims.append(dim.dim_value if which == "dim_value" else
+                            ir.SymbolicDim(dim.dim_param if which == "dim_param" else None))
+                denotations.append(dim.denotation if dim.HasField("denotation") else None)
+            value.shape = ir.Shape(dims, denotations=denotations, frozen=True)
+        else:
+            value.shape = None
+        denotation = type_proto.denotation if type_proto.HasField("denotation") else None
+        if tensor_type.HasField("elem_type"):
+            dtype = _DATA_TYPES_BY_NUMBER.get(tensor_type.elem_type)
+            if dtype is None:
+                raise _NotPlain  # onnx_ir's error names it
+            value.type = ir.TensorType(dtype, denotation=denotation)
+        else:
+            value.type = None
+    elif kind is None:
+        value.shape = None
+        value.type = None
+    else:
+        raise _NotPlain
+    if info.metadata_props:
+        value.metadata_props.update({entry.key: entry.value for entry in info.metadata_props})
+    value.doc_string = info.doc_string if info.HasField("doc_string") else None
+
+
+def _plain_model(proto: onnx.ModelProto) -> ir.Model:
+    graph = proto.graph
+    Value = ir.Value
+    inputs = []
+    values: dict[str, ir.Value] = {}
+    for info in graph.input:
+        value = Value(name=info.name)
+        _plain_type(info, value)
+        inputs.append(value)
+        values[info.name] = value
+    value_info = {info.name: info for info in graph.value_info}
+    initializers = []
+    for tensor_proto in graph.initializer:
+        tensor = ir.serde.deserialize_tensor(tensor_proto)
+        name = tensor.name
+        if not name:
+            raise _NotPlain  # onnx_ir warns and skips it
+        if name in values:
+            value = values[name]
+            value.const_value = tensor
+        else:
+            value = Value(None, index=None, name=name, type=ir.TensorType(tensor.dtype), shape=tensor.shape,
+                          const_value=tensor)
+            if name in value_info:
+                _plain_type(value_info[name], value)
+            values[name] = value
+        initializers.append(value)
+    for node in graph.node:
+        for name in node.output:
+            if not name:
+                continue
+            if name in values:
+                raise _NotPlain  # onnx_ir refuses it, in its words
+            value = values[name] = Value(name=name)
+            if name in value_info:
+                _plain_type(value_info[name], value)
+    plain = _PLAIN_ATTRIBUTES
+    Attr = ir.Attr
+    nodes = []
+    for node in graph.node:
+        try:
+            node_inputs = [values[name] if name else None for name in node.input]
+        except KeyError:
+            raise _NotPlain from None  # an undefined input: onnx_ir makes a value for it, with a warning
+        attributes = []
+        for attribute in node.attribute:
+            doc_string = attribute.doc_string if attribute.HasField("doc_string") else None
+            kind = attribute.type
+            if attribute.ref_attr_name:
+                raise _NotPlain
+            if kind == _A.STRING:  # (not UTF-8: onnx_ir keeps the bytes, with a warning)
+                attributes.append(Attr(attribute.name, ir.AttributeType.STRING, attribute.s.decode("utf-8"),
+                                       doc_string=doc_string))
+                continue
+            found = plain.get(kind)
+            if found is None:
+                raise _NotPlain
+            attributes.append(Attr(attribute.name, found[0], found[1](attribute), doc_string=doc_string))
+        if len(getattr(node, "device_configurations", ())):
+            raise _NotPlain
+        nodes.append(ir.Node(
+            node.domain, node.op_type, node_inputs, attributes, overload=node.overload,
+            outputs=[values[name] if name else Value(name="") for name in node.output], name=node.name,
+            doc_string=node.doc_string if node.HasField("doc_string") else None,
+            metadata_props={entry.key: entry.value for entry in node.metadata_props} or None))
+    outputs = []
+    for info in graph.output:
+        value = values.get(info.name)
+        if value is None:
+            raise _NotPlain  # an output nothing produces: onnx_ir warns
+        _plain_type(info, value)
+        outputs.append(value)
+    ir_graph = ir.Graph(inputs, outputs, nodes=nodes, initializers=initializers,
+                        doc_string=graph.doc_string if graph.HasField("doc_string") else None,
+                        name=graph.name if graph.HasField("name") else None,
+                        metadata_props={entry.key: entry.value for entry in graph.metadata_props} or None)
+    ir_graph.opset_imports.update({opset.domain: opset.version for opset in proto.opset_import})
+    model = ir.Model(
+        ir_graph, ir_version=proto.ir_version,
+        producer_name=proto.producer_name if proto.HasField("producer_name") else None,
+        producer_version=proto.producer_version if proto.HasField("producer_version") else None,
+        domain=proto.domain if proto.HasField("domain") else None,
+        model_version=proto.model_version if proto.HasField("model_version") else None,
+        doc_string=proto.doc_string if proto.HasField("doc_string") else None,
+        metadata_props={entry.key: entry.value for entry in proto.metadata_props} or None)
     return model
 
 
@@ -940,13 +1154,17 @@ def load(path: str | os.PathLike, *, shapes: bool = True, check: bool = True) ->
     """
     p = _check_path(path)
     unwritten = _UNWRITTEN.get(p)
-    proto = read_proto(p, unwritten=None if unwritten is None else OPTIMIZED_DATA)
+    proto = None if unwritten is None else _read_session_output(p)
+    flat = proto is not None  # (no subgraphs: _read_session_output takes only such files)
+    if proto is None:
+        proto = read_proto(p, unwritten=None if unwritten is None else OPTIMIZED_DATA)
     if check:
         _run_checker(p, str(p))
         check_inferred_shapes(proto, str(p))
-    model = from_proto(proto, base_dir=p.parent, shapes=shapes)
-    if unwritten is not None:
-        unwritten.attach(model)
+    if unwritten is None:
+        return from_proto(proto, base_dir=p.parent, shapes=shapes)
+    model = from_proto(proto, shapes=shapes)
+    unwritten.attach(model, base_dir=p.parent, graphs=[model.graph] if flat else None)
     return model
 
 
@@ -1302,12 +1520,22 @@ class UnwrittenWeights:
         self._written: tuple[pathlib.Path, dict[str, onnx.TensorProto]] | None = None
         self._lock = threading.Lock()
 
-    def attach(self, model: ir.Model) -> None:
-        """Put lazy tensors in *model* (loaded from the optimized file) for the weights not written."""
-        for graph in model.graphs():
+    def attach(self, model: ir.Model, *, base_dir: pathlib.Path | None = None,
+               graphs: Sequence[ir.Graph] | None = None) -> None:
+        """Put lazy tensors in *model* (loaded from the optimized file) for the weights not written.
+
+        *base_dir*: the folder of any other external tensor (:func:`from_proto`'s *base_dir*, set in the
+        same walk).  *graphs*: all the graphs of *model*, when the caller knows them.
+        """
+        for graph in model.graphs() if graphs is None else graphs:
             for value in graph.initializers.values():
                 tensor = value.const_value
-                if isinstance(tensor, ir.ExternalTensor) and tensor.location == OPTIMIZED_DATA:
+                if not isinstance(tensor, ir.ExternalTensor):
+                    continue
+                if tensor.location != OPTIMIZED_DATA:
+                    if base_dir is not None:
+                        tensor.base_dir = base_dir  # type: ignore[misc]
+                else:
                     value.const_value = ir.LazyTensor(
                         functools.partial(self.tensor, tensor.name, tensor.dtype, tensor.shape),
                         dtype=tensor.dtype, shape=tensor.shape, cache=True, name=tensor.name,
@@ -1385,8 +1613,12 @@ def inline_small_weights(model: ir.Model, limit: int = 1 << 20) -> ir.Model:
 
 
 #: :func:`release_memory` leaves less free heap than this in the process: giving it back costs more time
-#: (1-3 ms after a light_* model's session, 6-33 MB) than it is worth, and the next allocations reuse it.
-RELEASE_MIN_FREE_BYTES = 64 * 2**20
+#: than it is worth (about 10 ms for the 180-195 MB free after light_resnet50's or light_shufflenet's
+#: session, 1-3 ms for 6-60 MB after the other light_* models), and the next allocations reuse it instead
+#: of faulting fresh pages in.  It is memory the session had just used, so a check's peak stays the
+#: session's own; what a large model's session frees (VGG-19: 550 MB of weights; million-node graphs:
+#: gigabytes) is still given back.
+RELEASE_MIN_FREE_BYTES = 256 * 2**20
 
 
 def release_memory() -> None:

@@ -1,0 +1,249 @@
+"""The quick paths of ``mobile_ep.ir.load``: the plain-graph deserializer (``_deserialize_plain``), which
+must build exactly what ``onnx_ir.serde.deserialize_model`` builds; skipping onnx_ir's NameFixPass when it
+would change nothing; and the lighter inspection of the optimized model onnxruntime just wrote."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx_ir.passes.common import NameFixPass
+
+from mepkit import const, make_model, tensor
+from mobile_ep import ir as mir
+from mobile_ep.errors import ModelError
+from mobile_ep.testing import onnx_node_cases
+
+LIGHT = sorted((pathlib.Path(onnx.__file__).parent / "backend" / "test" / "data" / "light").glob("*.onnx"))
+
+
+def _values(model: ir.Model) -> list[ir.Value]:
+    graph = model.graph
+    return [*graph.inputs, *graph.initializers.values(), *(v for n in graph for v in n.outputs), *graph.outputs]
+
+
+def assert_same(plain: ir.Model, reference: ir.Model) -> None:
+    """The two models serialize to the same bytes, and what serializing does not show matches too."""
+    assert (ir.serde.serialize_model(plain).SerializeToString(deterministic=True)
+            == ir.serde.serialize_model(reference).SerializeToString(deterministic=True))
+    for a, b in zip(_values(plain), _values(reference), strict=True):
+        assert (a.name, a.type, type(a.const_value)) == (b.name, b.type, type(b.const_value))
+        assert (a.shape is None) == (b.shape is None)
+        if a.shape is not None:
+            assert (list(a.shape), a.shape.frozen) == (list(b.shape), b.shape.frozen)
+            assert [a.shape.get_denotation(i) for i in range(len(a.shape))] == \
+                [b.shape.get_denotation(i) for i in range(len(b.shape))]
+        assert (a.doc_string, dict(a.metadata_props)) == (b.doc_string, dict(b.metadata_props))
+    for m, n in zip(plain.graph, reference.graph, strict=True):
+        assert [(k, type(v.value), v.type, v.doc_string) for k, v in m.attributes.items()] == \
+            [(k, type(v.value), v.type, v.doc_string) for k, v in n.attributes.items()]
+
+
+def test_the_same_model_as_onnx_ir_on_every_onnx_node_test():
+    plain = 0
+    for case in onnx_node_cases():
+        proto = onnx.ModelProto.FromString(case.model_bytes)
+        reference = ir.serde.deserialize_model(proto)
+        model = mir._deserialize_plain(proto)
+        if model is not None:
+            plain += 1
+            assert_same(model, reference)
+    assert plain > 1500  # (the others have subgraphs, functions, or sequence and optional types)
+
+
+@pytest.mark.parametrize("path", LIGHT, ids=[p.stem for p in LIGHT])
+def test_the_same_model_as_onnx_ir_on_the_light_models_as_shipped_and_optimized(path, tmp_path):
+    optimized = onnx.load(str(mir.ort_optimized(path, tmp_path, weights=False)), load_external_data=False)
+    for proto in (onnx.load(str(path)), optimized):
+        inferred = mir._infer_proto(proto)
+        with mir._annotated(proto, inferred):  # with shapes on every value, as from_proto gives it
+            model = mir._deserialize_plain(proto)
+            assert model is not None
+            assert_same(model, ir.serde.deserialize_model(proto))
+
+
+def _plain_model_with(nodes, inputs=None, outputs=None, initializers=(), **kwargs) -> onnx.ModelProto:
+    return make_model(nodes, inputs or [tensor("x", [2])], outputs or [tensor("y", [2])], list(initializers), **kwargs)
+
+
+def _if_model() -> onnx.ModelProto:
+    branch = helper.make_graph([helper.make_node("Identity", ["x"], ["b"])], "branch", [], [tensor("b", [2])])
+    return _plain_model_with([helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)],
+                             inputs=[tensor("x", [2]), tensor("c", [], TensorProto.BOOL)])
+
+
+def _function_model() -> onnx.ModelProto:
+    proto = _plain_model_with([helper.make_node("Twice", ["x"], ["y"], domain="local")],
+                              opset=17, extra_opsets=[("local", 1)])
+    proto.functions.append(helper.make_function("local", "Twice", ["a"], ["b"],
+                                                [helper.make_node("Add", ["a", "a"], ["b"])],
+                                                [helper.make_opsetid("", 17)]))
+    return proto
+
+
+def _non_utf8_attribute() -> onnx.ModelProto:
+    proto = _plain_model_with([helper.make_node("Relu", ["x"], ["y"], name="r")])
+    attribute = proto.graph.node[0].attribute.add()
+    attribute.name, attribute.type, attribute.s = "note", onnx.AttributeProto.STRING, b"\xff\xfe"
+    return proto
+
+
+def _sparse_initializer() -> onnx.ModelProto:
+    proto = _plain_model_with([helper.make_node("Add", ["x", "s"], ["y"])])
+    values = numpy_helper.from_array(np.array([1.0], np.float32), "s")
+    indices = numpy_helper.from_array(np.array([0], np.int64), "s_i")
+    proto.graph.sparse_initializer.append(helper.make_sparse_tensor(values, indices, [2]))
+    return proto
+
+
+def _with_sequence_output() -> onnx.ModelProto:
+    proto = _plain_model_with([helper.make_node("SequenceConstruct", ["x"], ["y"])])
+    proto.graph.output[0].CopyFrom(helper.make_tensor_sequence_value_info("y", TensorProto.FLOAT, [2]))
+    return proto
+
+
+LEFT_TO_ONNX_IR = {
+    "a subgraph": _if_model,
+    "a function": _function_model,
+    "an undefined input": lambda: _plain_model_with([helper.make_node("Add", ["x", "nowhere"], ["y"])]),
+    "an output nothing produces": lambda: _plain_model_with([helper.make_node("Relu", ["x"], ["z"])]),
+    "a name defined twice": lambda: _plain_model_with([helper.make_node("Relu", ["x"], ["y"]),
+                                                       helper.make_node("Relu", ["x"], ["y"])]),
+    "a string attribute that is not UTF-8": _non_utf8_attribute,
+    "a sparse initializer": _sparse_initializer,
+    "a sequence-typed value": _with_sequence_output,
+}
+
+
+@pytest.mark.parametrize("make", LEFT_TO_ONNX_IR.values(), ids=LEFT_TO_ONNX_IR.keys())
+def test_anything_but_a_plain_graph_is_left_to_onnx_ir(make):
+    proto = make()
+    assert mir._deserialize_plain(proto) is None
+    try:
+        reference = ir.serde.deserialize_model(proto)
+    except Exception as exc:  # onnx_ir refuses it: from_proto says so in onnx_ir's words
+        with pytest.raises(ModelError, match=type(exc).__name__):
+            mir.from_proto(proto, shapes=False)
+    else:
+        NameFixPass()(reference)
+        assert (ir.serde.serialize_model(mir.from_proto(proto, shapes=False)).SerializeToString(deterministic=True)
+                == ir.serde.serialize_model(reference).SerializeToString(deterministic=True))
+
+
+@pytest.mark.parametrize("nodes", [
+    [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],  # unnamed
+    [helper.make_node("Relu", ["x"], ["h"], name="n"), helper.make_node("Relu", ["h"], ["y"], name="n")],  # twice
+    [helper.make_node("Dropout", ["x"], ["y", ""], name="d")],  # an optional output left unnamed ...
+], ids=["unnamed nodes", "one name twice", "an unnamed output"])
+def test_names_are_fixed_exactly_when_namefixpass_would_change_something(nodes):
+    proto = _plain_model_with(nodes)
+    assert not mir._named(proto.graph)
+    reference = ir.serde.deserialize_model(proto)
+    NameFixPass()(reference)
+    model = mir.from_proto(proto, shapes=False)
+    assert [n.name for n in model.graph] == [n.name for n in reference.graph]
+    assert all(n.name for n in model.graph)
+
+
+def test_a_model_named_throughout_is_left_as_it_is(monkeypatch):
+    proto = _plain_model_with([helper.make_node("Relu", ["x"], ["h"], name="a"),
+                               helper.make_node("Relu", ["h"], ["y"], name="b")])
+    assert mir._named(proto.graph)
+    calls = []
+    monkeypatch.setattr(mir.NameFixPass, "call", lambda self, model: calls.append(model))
+    model = mir.from_proto(proto, shapes=False)
+    assert calls == [] and [n.name for n in model.graph] == ["a", "b"]
+
+
+# -- the optimized model onnxruntime wrote ------------------------------------------------------------
+def _counting_inspections(monkeypatch) -> list[str]:
+    seen: list[str] = []
+    original = mir._Inspector.graph
+
+    def graph(self, graph, *args, **kwargs):
+        seen.append(graph.name)
+        return original(self, graph, *args, **kwargs)
+
+    monkeypatch.setattr(mir._Inspector, "graph", graph)
+    return seen
+
+
+def test_the_optimized_model_is_read_without_inspecting_its_graph_again(tmp_path, monkeypatch):
+    optimized = mir.ort_optimized(LIGHT[0], tmp_path, weights=False)
+    inspected = _counting_inspections(monkeypatch)
+    quick = mir.load(optimized, check=False)
+    assert inspected == []
+    assert quick.graph.initializers  # (lazy weights, as before)
+    proto = mir.read_proto(optimized, unwritten=mir.OPTIMIZED_DATA)  # what the full inspection accepts ...
+    assert inspected  # ... (it did run here) is what was read
+    assert mir._read_session_output(optimized) == proto
+
+
+def test_an_optimized_model_with_subgraphs_gets_the_full_inspection(tmp_path, monkeypatch):
+    path = tmp_path / "if.onnx"
+    path.write_bytes(_if_model().SerializeToString())
+    optimized = mir.ort_optimized(path, tmp_path, weights=False)
+    assert mir._read_session_output(optimized) is None
+    inspected = _counting_inspections(monkeypatch)
+    mir.load(optimized, check=False)
+    assert inspected
+
+
+def _written(tmp_path: pathlib.Path, proto: onnx.ModelProto) -> pathlib.Path:
+    path = tmp_path / "optimized.onnx"
+    path.write_bytes(proto.SerializeToString())
+    return path
+
+
+def test_external_data_anywhere_else_gets_the_full_inspection(tmp_path):
+    proto = _plain_model_with([helper.make_node("Add", ["x", "w"], ["y"], name="a")],
+                              initializers=[const("w", np.ones(2, np.float32))])
+    onnx.external_data_helper.set_external_data(proto.graph.initializer[0], "../elsewhere.bin")
+    proto.graph.initializer[0].ClearField("raw_data")
+    path = _written(tmp_path, proto)
+    assert mir._read_session_output(path) is None
+    with pytest.raises(ModelError, match="contains '..'"):
+        mir.read_proto(path, unwritten=mir.OPTIMIZED_DATA)
+
+
+def test_its_initializers_are_still_inspected(tmp_path):
+    proto = _plain_model_with([helper.make_node("Add", ["x", "w"], ["y"], name="a")],
+                              initializers=[const("w", np.ones(2, np.float32))])
+    proto.graph.initializer[0].raw_data = b"\0" * 5  # 5 bytes for two float32
+    with pytest.raises(ModelError, match="holds 5 bytes but its shape"):
+        mir._read_session_output(_written(tmp_path, proto))
+    wrong_length = _plain_model_with([helper.make_node("Relu", ["x"], ["y"], name="r")])
+    wrong_length.graph.initializer.append(TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2],
+                                                      data_location=TensorProto.EXTERNAL))
+    for key, value in (("location", mir.OPTIMIZED_DATA), ("length", "7")):
+        entry = wrong_length.graph.initializer[0].external_data.add()
+        entry.key, entry.value = key, value
+    with pytest.raises(ModelError, match="length 7 does not match"):
+        mir._read_session_output(_written(tmp_path, wrong_length))
+
+
+def test_denotations_doc_strings_and_metadata_come_through():
+    """What the ONNX node tests do not carry: every optional field a plain graph can hold, set."""
+    x = tensor("x", ["N", 2])
+    x.type.denotation = "TENSOR"
+    x.type.tensor_type.shape.dim[0].denotation = "DATA_BATCH"
+    x.doc_string = "the input"
+    x.metadata_props.add(key="origin", value="test")
+    untyped = onnx.ValueInfoProto(name="h")  # a value info without a type
+    node = helper.make_node("LeakyRelu", ["x"], ["h"], name="l", doc_string="a node", alpha=0.5)
+    node.attribute[0].doc_string = "slope"
+    node.metadata_props.add(key="k", value="v")
+    proto = _plain_model_with([node, helper.make_node("Relu", ["h"], ["y"], name="r")], inputs=[x],
+                              outputs=[tensor("y", ["N", 2])])
+    proto.graph.value_info.append(untyped)
+    proto.graph.doc_string, proto.doc_string = "the graph", "the model"
+    proto.producer_name, proto.producer_version, proto.domain, proto.model_version = "t", "1", "d", 3
+    proto.metadata_props.add(key="m", value="n")
+    model = mir._deserialize_plain(proto)
+    assert model is not None
+    assert_same(model, ir.serde.deserialize_model(proto))
+    assert model.graph.inputs[0].shape.get_denotation(0) == "DATA_BATCH"
