@@ -60,10 +60,11 @@ def test_the_same_model_as_onnx_ir_on_the_light_models_as_shipped_and_optimized(
     optimized = onnx.load(str(mir.ort_optimized(path, tmp_path, weights=False)), load_external_data=False)
     for proto in (onnx.load(str(path)), optimized):
         inferred = mir._infer_proto(proto)
-        with mir._annotated(proto, inferred):  # with shapes on every value, as from_proto gives it
-            model = mir._deserialize_plain(proto)
-            assert model is not None
+        model = mir._deserialize_plain(proto, inferred)  # with the inferred shapes, as from_proto reads it
+        assert model is not None and any(v.shape for n in model.graph for v in n.outputs)
+        with mir._annotated(proto, inferred):  # onnx_ir, with the inferred shapes copied in
             assert_same(model, ir.serde.deserialize_model(proto))
+            assert_same(mir._deserialize_plain(proto), ir.serde.deserialize_model(proto))
 
 
 def _plain_model_with(nodes, inputs=None, outputs=None, initializers=(), **kwargs) -> onnx.ModelProto:

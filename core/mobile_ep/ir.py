@@ -757,11 +757,12 @@ def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = N
     """
     inferred = _infer_proto(proto) if shapes else None
     try:
-        with _gc_paused(), _annotated(proto, inferred):
-            model = _deserialize_plain(proto)
+        with _gc_paused():
+            model = _deserialize_plain(proto, inferred)
             named = model is not None and _named(proto.graph)
             if model is None:
-                model = ir.serde.deserialize_model(proto)
+                with _annotated(proto, inferred):
+                    model = ir.serde.deserialize_model(proto)
     except Exception as exc:
         raise ModelError(f"cannot read the model's graph: {type(exc).__name__}: {exc}") from None
     if base_dir is not None:
@@ -796,15 +797,19 @@ class _NotPlain(Exception):
     """:func:`_deserialize_plain` meets something it leaves to onnx_ir."""
 
 
-def _deserialize_plain(proto: onnx.ModelProto) -> ir.Model | None:
+def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | None = None) -> ir.Model | None:
     """``onnx_ir.serde.deserialize_model(proto)`` for a model of one plain graph, in less time, or
     None (then onnx_ir deserializes it) for anything else: subgraphs, functions, sparse or type
     attributes, attribute references, quantization annotations, device configurations, values of other
     than tensor type, names declared twice or read before any definition, string attributes that are
     not UTF-8.
 
-    The same objects, made by the same constructors with the same arguments (tests/test_ir.py compares
-    the two on every ONNX node test and the light_* models); what it skips is the general case's
+    *inferred*: *proto* after shape inference, whose value infos and output types are used instead of
+    *proto*'s (what deserializing *proto* inside :func:`_annotated` gives, without copying them in).
+
+    The same objects, made by the same constructors with the same arguments
+    (tests/test_plain_deserialize.py compares the two on every ONNX node test and the light_* models,
+    as shipped and optimized); what it skips is the general case's
     machinery: an error-capturing wrapper around every call, enum look-ups per attribute and dimension,
     a field-presence test per optional field.
     """
@@ -812,8 +817,11 @@ def _deserialize_plain(proto: onnx.ModelProto) -> ir.Model | None:
     if (proto.functions or len(getattr(proto, "configuration", ())) or graph.quantization_annotation
             or graph.sparse_initializer):
         return None
+    types = graph if inferred is None else inferred.graph
+    if [v.name for v in types.output] != [v.name for v in graph.output]:
+        return None
     try:
-        return _plain_model(proto)
+        return _plain_model(proto, types)
     except (_NotPlain, UnicodeDecodeError):
         return None
 
@@ -852,7 +860,8 @@ def _plain_type(info: onnx.ValueInfoProto, value: ir.Value) -> None:
     value.doc_string = info.doc_string if info.HasField("doc_string") else None
 
 
-def _plain_model(proto: onnx.ModelProto) -> ir.Model:
+def _plain_model(proto: onnx.ModelProto, types: onnx.GraphProto) -> ir.Model:
+    """*proto* as onnx_ir builds it, with the value infos and outputs of *types*."""
     graph = proto.graph
     Value = ir.Value
     inputs = []
@@ -862,7 +871,7 @@ def _plain_model(proto: onnx.ModelProto) -> ir.Model:
         _plain_type(info, value)
         inputs.append(value)
         values[info.name] = value
-    value_info = {info.name: info for info in graph.value_info}
+    value_info = {info.name: info for info in types.value_info}
     initializers = []
     for tensor_proto in graph.initializer:
         tensor = ir.serde.deserialize_tensor(tensor_proto)
@@ -918,7 +927,7 @@ def _plain_model(proto: onnx.ModelProto) -> ir.Model:
             doc_string=node.doc_string if node.HasField("doc_string") else None,
             metadata_props={entry.key: entry.value for entry in node.metadata_props} or None))
     outputs = []
-    for info in graph.output:
+    for info in types.output:
         value = values.get(info.name)
         if value is None:
             raise _NotPlain  # an output nothing produces: onnx_ir warns
