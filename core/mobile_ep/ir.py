@@ -786,11 +786,17 @@ _PLAIN_ATTRIBUTES = {
     _A.FLOAT: (ir.AttributeType.FLOAT, lambda a: a.f),
     _A.INTS: (ir.AttributeType.INTS, lambda a: a.ints),
     _A.FLOATS: (ir.AttributeType.FLOATS, lambda a: a.floats),
+    _A.STRING: (ir.AttributeType.STRING, lambda a: a.s.decode("utf-8")),  # (not UTF-8: left to onnx_ir)
     _A.STRINGS: (ir.AttributeType.STRINGS, lambda a: [s.decode("utf-8") for s in a.strings]),
     _A.TENSOR: (ir.AttributeType.TENSOR, lambda a: ir.serde.deserialize_tensor(a.t)),
     _A.TENSORS: (ir.AttributeType.TENSORS, lambda a: [ir.serde.deserialize_tensor(t) for t in a.tensors]),
 }
 _DATA_TYPES_BY_NUMBER = {int(t): t for t in ir.DataType}
+
+
+def _optional(proto, field: str):
+    """*proto*'s *field*, or None when it is not set (onnx_ir's reading of optional fields)."""
+    return getattr(proto, field) if proto.HasField(field) else None
 
 
 class _NotPlain(Exception):
@@ -838,11 +844,11 @@ def _plain_type(info: onnx.ValueInfoProto, value: ir.Value) -> None:
                 which = dim.WhichOneof("value")
                 dims.append(dim.dim_value if which == "dim_value" else
                             ir.SymbolicDim(dim.dim_param if which == "dim_param" else None))
-                denotations.append(dim.denotation if dim.HasField("denotation") else None)
+                denotations.append(_optional(dim, "denotation"))
             value.shape = ir.Shape(dims, denotations=denotations, frozen=True)
         else:
             value.shape = None
-        denotation = type_proto.denotation if type_proto.HasField("denotation") else None
+        denotation = _optional(type_proto, "denotation")
         if tensor_type.HasField("elem_type"):
             dtype = _DATA_TYPES_BY_NUMBER.get(tensor_type.elem_type)
             if dtype is None:
@@ -855,9 +861,10 @@ def _plain_type(info: onnx.ValueInfoProto, value: ir.Value) -> None:
         value.type = None
     else:
         raise _NotPlain
-    if info.metadata_props:
-        value.metadata_props.update({entry.key: entry.value for entry in info.metadata_props})
-    value.doc_string = info.doc_string if info.HasField("doc_string") else None
+    metadata = ir.serde.deserialize_metadata_props(info.metadata_props)
+    if metadata is not None:
+        value.metadata_props.update(metadata)
+    value.doc_string = _optional(info, "doc_string")
 
 
 def _plain_model(proto: onnx.ModelProto, types: onnx.GraphProto) -> ir.Model:
@@ -907,25 +914,18 @@ def _plain_model(proto: onnx.ModelProto, types: onnx.GraphProto) -> ir.Model:
             raise _NotPlain from None  # an undefined input: onnx_ir makes a value for it, with a warning
         attributes = []
         for attribute in node.attribute:
-            doc_string = attribute.doc_string if attribute.HasField("doc_string") else None
-            kind = attribute.type
-            if attribute.ref_attr_name:
+            found = plain.get(attribute.type)
+            if found is None or attribute.ref_attr_name:
                 raise _NotPlain
-            if kind == _A.STRING:  # (not UTF-8: onnx_ir keeps the bytes, with a warning)
-                attributes.append(Attr(attribute.name, ir.AttributeType.STRING, attribute.s.decode("utf-8"),
-                                       doc_string=doc_string))
-                continue
-            found = plain.get(kind)
-            if found is None:
-                raise _NotPlain
-            attributes.append(Attr(attribute.name, found[0], found[1](attribute), doc_string=doc_string))
+            attributes.append(Attr(attribute.name, found[0], found[1](attribute),
+                                   doc_string=_optional(attribute, "doc_string")))
         if len(getattr(node, "device_configurations", ())):
             raise _NotPlain
         nodes.append(ir.Node(
             node.domain, node.op_type, node_inputs, attributes, overload=node.overload,
             outputs=[values[name] if name else Value(name="") for name in node.output], name=node.name,
-            doc_string=node.doc_string if node.HasField("doc_string") else None,
-            metadata_props={entry.key: entry.value for entry in node.metadata_props} or None))
+            doc_string=_optional(node, "doc_string"),
+            metadata_props=ir.serde.deserialize_metadata_props(node.metadata_props)))
     outputs = []
     for info in types.output:
         value = values.get(info.name)
@@ -934,19 +934,14 @@ def _plain_model(proto: onnx.ModelProto, types: onnx.GraphProto) -> ir.Model:
         _plain_type(info, value)
         outputs.append(value)
     ir_graph = ir.Graph(inputs, outputs, nodes=nodes, initializers=initializers,
-                        doc_string=graph.doc_string if graph.HasField("doc_string") else None,
-                        name=graph.name if graph.HasField("name") else None,
-                        metadata_props={entry.key: entry.value for entry in graph.metadata_props} or None)
+                        doc_string=_optional(graph, "doc_string"), name=_optional(graph, "name"),
+                        metadata_props=ir.serde.deserialize_metadata_props(graph.metadata_props))
     ir_graph.opset_imports.update({opset.domain: opset.version for opset in proto.opset_import})
-    model = ir.Model(
-        ir_graph, ir_version=proto.ir_version,
-        producer_name=proto.producer_name if proto.HasField("producer_name") else None,
-        producer_version=proto.producer_version if proto.HasField("producer_version") else None,
-        domain=proto.domain if proto.HasField("domain") else None,
-        model_version=proto.model_version if proto.HasField("model_version") else None,
-        doc_string=proto.doc_string if proto.HasField("doc_string") else None,
-        metadata_props={entry.key: entry.value for entry in proto.metadata_props} or None)
-    return model
+    return ir.Model(
+        ir_graph, ir_version=proto.ir_version, producer_name=_optional(proto, "producer_name"),
+        producer_version=_optional(proto, "producer_version"), domain=_optional(proto, "domain"),
+        model_version=_optional(proto, "model_version"), doc_string=_optional(proto, "doc_string"),
+        metadata_props=ir.serde.deserialize_metadata_props(proto.metadata_props))
 
 
 @contextlib.contextmanager
@@ -1605,7 +1600,6 @@ class _Registry:
 
 
 _UNWRITTEN = _Registry()
-
 
 
 def inline_small_weights(model: ir.Model, limit: int = 1 << 20) -> ir.Model:
