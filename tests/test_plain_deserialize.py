@@ -248,3 +248,38 @@ def test_denotations_doc_strings_and_metadata_come_through():
     assert model is not None
     assert_same(model, ir.serde.deserialize_model(proto))
     assert model.graph.inputs[0].shape.get_denotation(0) == "DATA_BATCH"
+
+
+@pytest.mark.parametrize("path", [LIGHT[0], LIGHT[-1]], ids=[LIGHT[0].stem, LIGHT[-1].stem])
+def test_the_unwritten_weights_are_made_lazy_as_the_graph_is_built(path, tmp_path, monkeypatch):
+    """Built the quick way, an optimized model gets the very lazy tensors UnwrittenWeights.attach would put in
+    afterwards (same name, type, shape, doc string, metadata, and the same read behind them); attach then finds
+    nothing left to do.  A tensor whose data is anywhere but the null-device file is not made lazy."""
+    out = mir.ort_optimized(path, tmp_path, weights=False)
+    unwritten = mir._UNWRITTEN.get(out)
+    proto = mir._read_session_output(out)
+    assert unwritten is not None and proto is not None
+    inferred = mir._infer_proto(proto)
+    quick = mir._deserialize_plain(proto, inferred, unwritten)
+    after = mir._deserialize_plain(proto, inferred)
+    unwritten.attach(after, graphs=[after.graph])
+    lazy = [name for name, value in quick.graph.initializers.items() if isinstance(value.const_value, ir.LazyTensor)]
+    assert lazy and lazy == [name for name, value in after.graph.initializers.items()
+                             if isinstance(value.const_value, ir.LazyTensor)]
+    for name in lazy:
+        a, b = quick.graph.initializers[name].const_value, after.graph.initializers[name].const_value
+        assert (a.name, a.dtype, a.shape, a.doc_string, dict(a.metadata_props), a.cache) == \
+            (b.name, b.dtype, b.shape, b.doc_string, dict(b.metadata_props), b.cache)
+        assert (a._func.func, a._func.args) == (b._func.func, b._func.args)  # (onnx_ir keeps no public name for it)
+    called = []
+    monkeypatch.setattr(ir, "LazyTensor", lambda *args, **kwargs: called.append(args))
+    unwritten.attach(quick, graphs=[quick.graph])
+    assert called == []  # nothing external is left in place of a weight
+    monkeypatch.undo()
+    first = proto.graph.initializer[[t.name for t in proto.graph.initializer].index(lazy[0])]
+    elsewhere = onnx.TensorProto()
+    elsewhere.CopyFrom(first)
+    for entry in elsewhere.external_data:
+        if entry.key == "location":
+            entry.value = "other.bin"
+    assert unwritten.lazy_tensor(first) is not None and unwritten.lazy_tensor(elsewhere) is None

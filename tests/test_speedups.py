@@ -5,6 +5,9 @@ wave functions, including cycles, repeated producers and a fast path; every node
 for signatures and the cost model's counts, with symbolic, missing and overflowing shapes.  End to end,
 ``propose`` and the cost model give the same partitions, answers, reasons and costs either way.
 
+shapes_within, the quick read of a serialized model's declared shapes, is compared with the Python inspection
+it stands in for: on every ONNX node test and light model, at each element type's limit, and on mutated bytes.
+
 Without the extension (no C compiler when installed) these tests skip, unless MOBILE_EP_REQUIRE_SPEEDUPS is
 set (tox sets it), where a missing extension is a failure.
 """
@@ -21,13 +24,16 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from onnx import TensorProto, helper
 
-from mepkit import LIGHT_DIR
+from mepkit import LIGHT_DIR, LIGHT_MODELS, make_model, tensor
 from mobile_ep import _accel, _fields, api, capability, cost, partition, testing
+from mobile_ep import ir as mir
 from mobile_ep.capability import SUPPORTED, RuleContext, Support, _ProposalContext
 from mobile_ep.cost import select_partitions
 from mobile_ep.partition import propose
@@ -404,3 +410,151 @@ def test_propose_is_the_same_either_way(models, monkeypatch):
             with _pure(monkeypatch):
                 python = _outcome(model, chosen)
             assert compiled == python, (name, [b.name for b in chosen])
+
+
+# --------------------------------------------------------------------------------------------------
+# shapes_within: the inferred shapes check of mobile_ep.ir.check_inferred_shapes, read off the bytes
+# --------------------------------------------------------------------------------------------------
+def _refused(data: bytes) -> bool:
+    """Whether ir._Inspector refuses a value info or output of any graph of the serialized model *data*."""
+    model = onnx.ModelProto.FromString(data)
+    inspector = mir._Inspector(model, None)
+    try:
+        for graph in mir._all_graphs(model.graph):
+            for value in [*graph.value_info, *graph.output]:
+                inspector.value_info(value, "value")
+    except mir._Refused:
+        return True
+    return False
+
+
+def _inspection_accepts(data: bytes) -> bool:
+    """What shapes_within answers True for: every value info and output of every graph of *data* is a tensor
+    (or has no type) and the inspection refuses none (up to the dims shapes_within counts as 1: a 0 dim, and a
+    dim both numbered and named)."""
+    model = onnx.ModelProto.FromString(data)
+    tensors = all(value.type.WhichOneof("value") in ("tensor_type", None)
+                  for graph in mir._all_graphs(model.graph) for value in [*graph.value_info, *graph.output])
+    return tensors and not _refused(data)
+
+
+def _within(data: bytes) -> bool:
+    return C.shapes_within(data, mir._ELEMENT_LIMITS)
+
+
+@needs_c
+def test_shapes_within_answers_as_the_inspection_on_every_onnx_node_test_and_light_model():
+    from mobile_ep.testing import onnx_node_cases
+
+    models = [onnx.ModelProto.FromString(case.model_bytes) for case in onnx_node_cases()]
+    models += [mir.read_proto(path) for path in LIGHT_MODELS]
+    within = 0
+    for proto in models:
+        data = mir._inferred_bytes(proto)
+        assert _within(data) == _inspection_accepts(data), proto.graph.name
+        within += _within(data)
+    assert within > 1500  # (the others hold sequences, optionals or maps)
+
+
+def _value_model(*values: onnx.ValueInfoProto, elem=TensorProto.FLOAT) -> onnx.ModelProto:
+    model = make_model([helper.make_node("Identity", ["x"], ["y"])], [tensor("x", [2], elem)], [tensor("y", [2], elem)])
+    model.graph.value_info.extend(values)
+    return model
+
+
+@needs_c
+@pytest.mark.parametrize(("elem", "limit"), [(TensorProto.FLOAT, 2**29), (TensorProto.DOUBLE, 2**28),
+                                             (TensorProto.UINT8, 2**31), (TensorProto.INT4, 2**31),
+                                             (TensorProto.COMPLEX128, 2**27), (TensorProto.STRING, 2**31)])
+def test_shapes_within_stops_where_the_inspection_refuses(elem, limit):
+    """At the element type's limit a value passes, one element more it does not: both ways alike."""
+    for dims, expected in (([limit], True), ([limit + 1], False), ([2, limit // 2], True), ([2, limit // 2 + 1], False),
+                           (["N", limit], True), ([limit, -1], False)):
+        data = _value_model(helper.make_tensor_value_info("v", elem, dims)).SerializeToString()
+        assert _within(data) is expected and _inspection_accepts(data) is expected, (elem, dims)
+
+
+@needs_c
+def test_shapes_within_leaves_to_the_inspection_what_it_does_not_read():
+    sequence = helper.make_value_info("s", helper.make_sequence_type_proto(helper.make_tensor_type_proto(1, [2])))
+    unknown = helper.make_tensor_value_info("u", TensorProto.FLOAT, [2])
+    unknown.type.tensor_type.elem_type = 999
+    cases = {
+        "a sequence": (_value_model(sequence), True),
+        "an unknown element type": (_value_model(unknown), False),
+        "a 0 dim beside an absurd one": (_value_model(helper.make_tensor_value_info("z", 1, [0, 2**40])), True),
+    }
+    branch = helper.make_graph([helper.make_node("Identity", ["x"], ["b"])], "branch", [],
+                               [tensor("b", [2])], value_info=[helper.make_tensor_value_info("deep", 1, [2**20, 2**20])])
+    cases["an absurd value in a subgraph"] = (make_model(
+        [helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)],
+        [tensor("x", [2]), tensor("c", [], TensorProto.BOOL)], [tensor("y", [2])]), False)
+    for label, (proto, accepted) in cases.items():
+        data = proto.SerializeToString()
+        assert not _within(data), label
+        assert _refused(data) is not accepted, label
+    data = cases["an absurd value in a subgraph"][0].SerializeToString()
+    with pytest.raises(mir.ModelError, match="value 'deep' would have"):
+        mir.check_inferred_shapes(onnx.ModelProto.FromString(data))
+    plain_branch = helper.make_graph([helper.make_node("Identity", ["x"], ["b"])], "branch", [], [tensor("b", [2])])
+    data = make_model([helper.make_node("If", ["c"], ["y"], then_branch=plain_branch, else_branch=plain_branch)],
+                      [tensor("x", [2]), tensor("c", [], TensorProto.BOOL)], [tensor("y", [2])]).SerializeToString()
+    assert _within(data) and _inspection_accepts(data)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    length, encoded = len(payload), b""
+    while True:
+        byte = length & 0x7F
+        length >>= 7
+        encoded += bytes([byte | (0x80 if length else 0)])
+        if not length:
+            break
+    return bytes([number << 3 | 2]) + encoded + payload
+
+
+@needs_c
+def test_shapes_within_counts_the_dims_of_a_type_written_twice():
+    """A message field written twice is merged when parsed (the dims of both shapes): each shape alone is within,
+    the two together are not, and shapes_within says so."""
+    half = helper.make_tensor_value_info("v", TensorProto.FLOAT, [2**16])
+    again = half.type.SerializeToString()
+    value = half.SerializeToString() + _field(2, again)  # ValueInfoProto.type (2), twice
+    assert list(onnx.ValueInfoProto.FromString(value).type.tensor_type.shape.dim) == \
+        list(half.type.tensor_type.shape.dim) * 2
+    model = _value_model()
+    data = model.SerializeToString() + _field(7, _field(13, value))  # ModelProto.graph (7) .value_info (13)
+    assert not _within(data) and not _inspection_accepts(data)
+    assert _within(model.SerializeToString() + _field(7, _field(13, half.SerializeToString())))
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_shapes_within_never_passes_what_the_inspection_refuses(data):
+    """Bytes cut short, flipped or dropped anywhere in a model with subgraphs and absurd-looking values: where the
+    result still parses, shapes_within says True only of what the inspection accepts."""
+    branch = helper.make_graph([helper.make_node("Identity", ["x"], ["b"])], "branch", [], [tensor("b", [2, 3])],
+                               value_info=[helper.make_tensor_value_info("d", 1, [2**14, 2**14])])
+    model = make_model([helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)],
+                       [tensor("x", [2, 3]), tensor("c", [], TensorProto.BOOL)], [tensor("y", [2, 3])])
+    model.graph.value_info.append(helper.make_tensor_value_info("v", TensorProto.INT4, [2**15, 2**15, 2]))
+    raw = bytearray(model.SerializeToString())
+    for _ in range(data.draw(st.integers(1, 4))):
+        where = data.draw(st.integers(0, len(raw) - 1))
+        action = data.draw(st.sampled_from(["flip", "cut", "drop"]))
+        if action == "flip":
+            raw[where] ^= 1 << data.draw(st.integers(0, 7))
+        elif action == "cut":
+            del raw[where:]
+        else:
+            del raw[where]
+        if not raw:
+            return
+    try:
+        onnx.ModelProto.FromString(bytes(raw))
+    except Exception:
+        return
+    if _within(bytes(raw)):
+        assert _inspection_accepts(bytes(raw))

@@ -1,4 +1,4 @@
-"""The compiled twins of the partitioner's per-node loops, when they were built.
+"""The compiled twins of the partitioner's per-node loops (and of the inferred-shapes check), when built.
 
 ``speedups`` is the C extension :mod:`mobile_ep._speedups` (built from ``_speedups.c`` when the package is
 installed with a C compiler at hand), or ``None``: without a compiler, or with ``MOBILE_EP_PURE_PYTHON`` set

@@ -6,10 +6,14 @@
  * The extension is optional: an install without a C compiler uses the twins.
  *
  * Nodes are numbered 0..n-1 and their edges are lists of Python ints; inside, they are C arrays.
+ *
+ * shapes_within is the other kind: a quick "nothing to refuse" read of a serialized model's declared shapes
+ * (mobile_ep.ir.check_inferred_shapes), whose every other answer sends the model to the Python inspection.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h> /* T_OBJECT, T_OBJECT_EX, READ_RESTRICTED */
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1749,6 +1753,271 @@ done:
 }
 
 /* -------------------------------------------------------------------------------------------------- */
+/* -------------------------------------------------------------------------------------------------- */
+/* shapes_within: the declared shapes of a serialized ModelProto, read off the wire                      */
+/* -------------------------------------------------------------------------------------------------- */
+
+/* The protobuf wire format, as onnx.proto's messages use it: each field is a varint key (number << 3 | wire
+ * type) and then a varint (0), 8 bytes (1), a varint length and that many bytes (2) or 4 bytes (5).  Every
+ * reader below answers 1 ("within") or 0 ("look closer": anything it does not expect, malformed bytes
+ * included); 0 is always a safe answer, since the caller then parses the model and inspects it in Python. */
+
+typedef struct {
+    const long long *limits; /* the most elements a value of each element type may have; -1: look closer */
+    Py_ssize_t n_limits;
+} wire_limits;
+
+static int
+wire_varint(const unsigned char **p, const unsigned char *end, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        unsigned char b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The next field of [*p, end): its number and wire type, and for wire type 2 its bytes [*body, *body_end);
+ * other wire types are skipped.  0 at a malformed field. */
+static int
+wire_field(const unsigned char **p, const unsigned char *end, uint64_t *number, int *wire_type, uint64_t *varint,
+           const unsigned char **body, const unsigned char **body_end)
+{
+    uint64_t key, length;
+    if (!wire_varint(p, end, &key))
+        return 0;
+    *number = key >> 3;
+    *wire_type = (int)(key & 7);
+    switch (*wire_type) {
+    case 0:
+        return wire_varint(p, end, varint);
+    case 1:
+        if (end - *p < 8)
+            return 0;
+        *p += 8;
+        return 1;
+    case 2:
+        if (!wire_varint(p, end, &length) || length > (uint64_t)(end - *p))
+            return 0;
+        *body = *p;
+        *body_end = *p + length;
+        *p += length;
+        return 1;
+    case 5:
+        if (end - *p < 4)
+            return 0;
+        *p += 4;
+        return 1;
+    default: /* groups: not in onnx.proto */
+        return 0;
+    }
+}
+
+/* TypeProto.Tensor and what it nests: the element types seen (the least limit of them goes) and the product of
+ * the dims above 1.  Any occurrence counts: a message field repeated on the wire is merged when parsed, so the
+ * shape that results has all the dims seen here. */
+static int
+wire_tensor_type(const unsigned char *p, const unsigned char *end, const wire_limits *limits, long long *limit,
+                 long long *elements)
+{
+    while (p < end) {
+        uint64_t number, varint = 0;
+        int wire_type;
+        const unsigned char *body = NULL, *body_end = NULL;
+        if (!wire_field(&p, end, &number, &wire_type, &varint, &body, &body_end))
+            return 0;
+        if (number == 1) { /* elem_type */
+            if (wire_type != 0 || varint >= (uint64_t)limits->n_limits || limits->limits[varint] < 0)
+                return 0;
+            if (limits->limits[varint] < *limit)
+                *limit = limits->limits[varint];
+        }
+        else if (number == 2) { /* shape */
+            if (wire_type != 2)
+                return 0;
+            while (body < body_end) { /* TensorShapeProto */
+                uint64_t dim_number, dim_varint = 0;
+                int dim_wire_type;
+                const unsigned char *dim = NULL, *dim_end = NULL;
+                if (!wire_field(&body, body_end, &dim_number, &dim_wire_type, &dim_varint, &dim, &dim_end))
+                    return 0;
+                if (dim_number != 1)
+                    continue;
+                if (dim_wire_type != 2)
+                    return 0;
+                while (dim < dim_end) { /* TensorShapeProto.Dimension */
+                    uint64_t field, value = 0;
+                    int field_wire_type;
+                    const unsigned char *unused = NULL, *unused_end = NULL;
+                    if (!wire_field(&dim, dim_end, &field, &field_wire_type, &value, &unused, &unused_end))
+                        return 0;
+                    if (field != 1) /* dim_param, denotation */
+                        continue;
+                    if (field_wire_type != 0 || (long long)value < 0)
+                        return 0;
+                    if (value > 1) {
+                        if (*elements > LLONG_MAX / (long long)value)
+                            return 0;
+                        *elements *= (long long)value;
+                    }
+                }
+            }
+        }
+    }
+    return 1;
+}
+
+/* ValueInfoProto: within when its type is a tensor type (or none) of a known element type, no dim negative and
+ * the dims' product (0 counted as 1, unknown dims left out) at most the element type's limit. */
+static int
+wire_value_info(const unsigned char *p, const unsigned char *end, const wire_limits *limits)
+{
+    long long limit = LLONG_MAX, elements = 1;
+    while (p < end) {
+        uint64_t number, varint = 0;
+        int wire_type;
+        const unsigned char *body = NULL, *body_end = NULL;
+        if (!wire_field(&p, end, &number, &wire_type, &varint, &body, &body_end))
+            return 0;
+        if (number != 2) /* name, doc_string, metadata_props */
+            continue;
+        if (wire_type != 2)
+            return 0;
+        while (body < body_end) { /* TypeProto */
+            uint64_t kind, unused = 0;
+            int kind_wire_type;
+            const unsigned char *inner = NULL, *inner_end = NULL;
+            if (!wire_field(&body, body_end, &kind, &kind_wire_type, &unused, &inner, &inner_end))
+                return 0;
+            if (kind == 6) /* denotation */
+                continue;
+            if (kind != 1 || kind_wire_type != 2) /* sequences, maps, optionals, sparse and opaque types */
+                return 0;
+            if (!wire_tensor_type(inner, inner_end, limits, &limit, &elements))
+                return 0;
+        }
+    }
+    if (limit == LLONG_MAX) /* no element type: the element count alone is bounded */
+        limit = limits->limits[0];
+    return elements <= limit;
+}
+
+static int wire_graph(const unsigned char *p, const unsigned char *end, const wire_limits *limits, int depth);
+
+/* NodeProto: the graphs of its attributes (AttributeProto.g and .graphs). */
+static int
+wire_node(const unsigned char *p, const unsigned char *end, const wire_limits *limits, int depth)
+{
+    while (p < end) {
+        uint64_t number, varint = 0;
+        int wire_type;
+        const unsigned char *body = NULL, *body_end = NULL;
+        if (!wire_field(&p, end, &number, &wire_type, &varint, &body, &body_end))
+            return 0;
+        if (number != 5) /* attribute */
+            continue;
+        if (wire_type != 2)
+            return 0;
+        while (body < body_end) {
+            uint64_t field, unused = 0;
+            int field_wire_type;
+            const unsigned char *graph = NULL, *graph_end = NULL;
+            if (!wire_field(&body, body_end, &field, &field_wire_type, &unused, &graph, &graph_end))
+                return 0;
+            if (field != 6 && field != 11)
+                continue;
+            if (field_wire_type != 2 || !wire_graph(graph, graph_end, limits, depth + 1))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* GraphProto: its outputs and value infos, and the graphs of its nodes' attributes. */
+static int
+wire_graph(const unsigned char *p, const unsigned char *end, const wire_limits *limits, int depth)
+{
+    if (depth > 64)
+        return 0;
+    while (p < end) {
+        uint64_t number, varint = 0;
+        int wire_type;
+        const unsigned char *body = NULL, *body_end = NULL;
+        if (!wire_field(&p, end, &number, &wire_type, &varint, &body, &body_end))
+            return 0;
+        if (number != 1 && number != 12 && number != 13) /* node, output, value_info */
+            continue;
+        if (wire_type != 2)
+            return 0;
+        if (number == 1 ? !wire_node(body, body_end, limits, depth) : !wire_value_info(body, body_end, limits))
+            return 0;
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(shapes_within_doc,
+"shapes_within(data, limits) -> bool\n\n"
+"True when every output and value info of every graph (subgraphs included) of the serialized ModelProto\n"
+"data is a tensor of an element type t with limits[t] >= 0 whose declared dims are none negative and\n"
+"multiply (0 counted as 1, unknown dims left out) to at most limits[t] (limits[0]: no element type); False\n"
+"when any is not, or is of another type, or the bytes are not what it expects.  False only means: parse\n"
+"the model and look closer (mobile_ep.ir.check_inferred_shapes does); True is never said of a model in\n"
+"which that inspection would refuse a value.");
+
+static PyObject *
+speedups_shapes_within(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    PyObject *limits_tuple;
+    if (!PyArg_ParseTuple(args, "y*O!:shapes_within", &data, &PyTuple_Type, &limits_tuple))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(limits_tuple);
+    long long *values = n ? PyMem_Malloc(sizeof(long long) * (size_t)n) : NULL;
+    if (n && values == NULL) {
+        PyBuffer_Release(&data);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        values[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(limits_tuple, i));
+        if (values[i] == -1 && PyErr_Occurred()) {
+            PyMem_Free(values);
+            PyBuffer_Release(&data);
+            return NULL;
+        }
+    }
+    int within = 0;
+    if (n > 0 && values[0] >= 0) {
+        wire_limits limits = {values, n};
+        const unsigned char *p = data.buf, *end = p + data.len;
+        within = 1;
+        Py_BEGIN_ALLOW_THREADS
+        while (p < end) { /* ModelProto: its graph */
+            uint64_t number, varint = 0;
+            int wire_type;
+            const unsigned char *body = NULL, *body_end = NULL;
+            if (!wire_field(&p, end, &number, &wire_type, &varint, &body, &body_end)) {
+                within = 0;
+                break;
+            }
+            if (number != 7)
+                continue;
+            if (wire_type != 2 || !wire_graph(body, body_end, &limits, 0)) {
+                within = 0;
+                break;
+            }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyMem_Free(values);
+    PyBuffer_Release(&data);
+    return PyBool_FromLong(within);
+}
+
 static PyMethodDef speedups_methods[] = {
     {"producers", speedups_producers, METH_VARARGS, producers_doc},
     {"in_degrees", speedups_in_degrees, METH_O, in_degrees_doc},
@@ -1761,6 +2030,7 @@ static PyMethodDef speedups_methods[] = {
     {"instances", speedups_instances, METH_VARARGS, instances_doc},
     {"numbytes", speedups_numbytes, METH_VARARGS, numbytes_doc},
     {"gather", speedups_gather, METH_VARARGS, gather_doc},
+    {"shapes_within", speedups_shapes_within, METH_VARARGS, shapes_within_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -28,6 +28,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import NameFixPass
 
+from . import _accel
 from .errors import ModelError
 
 __all__ = [
@@ -721,13 +722,19 @@ def check_inferred_shapes(proto: onnx.ModelProto, label: str = "model") -> None:
     """Refuse values whose *inferred* shape is absurd (e.g. ConstantOfShape of 10^12 elements).
 
     onnxruntime folds constants while it loads a model: a tiny file could make it allocate terabytes.
-    Shape inference with data propagation, on a copy without large weights, finds such values first.
+    Shape inference with data propagation, on a copy without large weights, finds such values first.  Its
+    result is read off the serialized bytes (``_speedups.shapes_within``, when built); only a model with
+    something that read leaves open (an absurd-looking value, a sequence or map type) is parsed and
+    inspected here.
     """
     try:
-        inferred = onnx.shape_inference.infer_shapes(_skeleton(proto), check_type=False, strict_mode=False,
-                                                     data_prop=True)
+        data = _inferred_bytes(_skeleton(proto))
     except Exception as exc:
         raise ModelError(f"{label}: invalid ONNX model: shape inference failed: {_checker_message(exc)}") from None
+    speedups = _accel.speedups
+    if speedups is not None and speedups.shapes_within(data, _ELEMENT_LIMITS):
+        return  # (read off the bytes: nothing the inspection below would refuse)
+    inferred = onnx.load_from_string(data)
     inspector = _Inspector(inferred, None)
     try:
         for graph in _all_graphs(inferred.graph):
@@ -735,6 +742,37 @@ def check_inferred_shapes(proto: onnx.ModelProto, label: str = "model") -> None:
                 inspector.value_info(value, "value")
     except _Refused as exc:
         raise ModelError(f"{label}: {exc}") from None
+
+
+def _inferred_bytes(proto: onnx.ModelProto) -> bytes:
+    """ONNX shape inference with data propagation of *proto* (non-strict), as the serialized model: onnx's
+    own ``infer_shapes`` parses it into a ModelProto, which :func:`check_inferred_shapes` seldom needs."""
+    try:
+        from onnx.onnx_cpp2py_export import shape_inference as cpp
+    except ImportError:  # (not where it was: the public function, and the model serialized again)
+        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False,
+                                                 data_prop=True).SerializeToString()
+    return cpp.infer_shapes(proto.SerializeToString(), False, False, True)
+
+
+def _element_limits() -> tuple[int, ...]:
+    """For each ONNX element type number, the most elements a value of it may have (:data:`MAX_ELEMENTS`,
+    :data:`MAX_VALUE_BYTES`); -1 for numbers of no known type.  Entry 0: a value without an element type."""
+    limits = [-1] * (max(_DATA_TYPES) + 1)
+    limits[0] = MAX_ELEMENTS
+    for data_type in _DATA_TYPES:
+        if data_type in _ITEMSIZE:
+            by_bytes = MAX_VALUE_BYTES // _ITEMSIZE[data_type]
+        elif data_type in _BITS:
+            by_bytes = MAX_VALUE_BYTES * 8 // _BITS[data_type]
+        else:  # (strings: no fixed size)
+            by_bytes = MAX_ELEMENTS
+        limits[data_type] = min(MAX_ELEMENTS, by_bytes)
+    return tuple(limits)
+
+
+#: What ``_speedups.shapes_within`` is given: :func:`_element_limits`.
+_ELEMENT_LIMITS = _element_limits()
 
 
 def _all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -749,16 +787,19 @@ def _all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
                 stack.extend(attribute.graphs)
 
 
-def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = None, shapes: bool = True) -> ir.Model:
+def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = None, shapes: bool = True,
+               unwritten: UnwrittenWeights | None = None) -> ir.Model:
     """An IR model from a ModelProto, with inferred shapes and a name on every node and value.
 
     Shapes are inferred on the protobuf before it becomes IR (the IR is built once, not serialized and
-    built again as :func:`infer_shapes` must); *proto* is left as it was.
+    built again as :func:`infer_shapes` must); *proto* is left as it was.  *unwritten*: where *proto* was
+    read from a file :func:`ort_optimized` wrote without weights, the lazy tensors for them, made as the IR
+    is built when it is built the quick way (else :meth:`UnwrittenWeights.attach` puts them in after).
     """
     inferred = _infer_proto(proto) if shapes else None
     try:
         with _gc_paused():
-            model = _deserialize_plain(proto, inferred)
+            model = _deserialize_plain(proto, inferred, unwritten)
             named = model is not None and _named(proto.graph)
             if model is None:
                 with _annotated(proto, inferred):
@@ -803,7 +844,8 @@ class _NotPlain(Exception):
     """:func:`_deserialize_plain` meets something it leaves to onnx_ir."""
 
 
-def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | None = None) -> ir.Model | None:
+def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | None = None,
+                       unwritten: UnwrittenWeights | None = None) -> ir.Model | None:
     """``onnx_ir.serde.deserialize_model(proto)`` for a model of one plain graph, in less time, or
     None (then onnx_ir deserializes it) for anything else: subgraphs, functions, sparse or type
     attributes, attribute references, quantization annotations, device configurations, values of other
@@ -812,6 +854,8 @@ def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | None 
 
     *inferred*: *proto* after shape inference, whose value infos and output types are used instead of
     *proto*'s (what deserializing *proto* inside :func:`_annotated` gives, without copying them in).
+    *unwritten*: the initializers whose data went to the null device get its lazy tensors (what
+    :meth:`UnwrittenWeights.attach` would put in their place afterwards).
 
     The same objects, made by the same constructors with the same arguments
     (tests/test_plain_deserialize.py compares the two on every ONNX node test and the light_* models,
@@ -827,7 +871,7 @@ def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | None 
     if [v.name for v in types.output] != [v.name for v in graph.output]:
         return None
     try:
-        return _plain_model(proto, types)
+        return _plain_model(proto, types, unwritten)
     except (_NotPlain, UnicodeDecodeError):
         return None
 
@@ -867,8 +911,10 @@ def _plain_type(info: onnx.ValueInfoProto, value: ir.Value) -> None:
     value.doc_string = _optional(info, "doc_string")
 
 
-def _plain_model(proto: onnx.ModelProto, types: onnx.GraphProto) -> ir.Model:
-    """*proto* as onnx_ir builds it, with the value infos and outputs of *types*."""
+def _plain_model(proto: onnx.ModelProto, types: onnx.GraphProto, unwritten: UnwrittenWeights | None = None
+                 ) -> ir.Model:
+    """*proto* as onnx_ir builds it, with the value infos and outputs of *types* (and *unwritten*'s lazy
+    tensors for the weights it stands for)."""
     graph = proto.graph
     Value = ir.Value
     inputs = []
@@ -880,8 +926,10 @@ def _plain_model(proto: onnx.ModelProto, types: onnx.GraphProto) -> ir.Model:
         values[info.name] = value
     value_info = {info.name: info for info in types.value_info}
     initializers = []
+    lazy = None if unwritten is None else unwritten.lazy_tensor
     for tensor_proto in graph.initializer:
-        tensor = ir.serde.deserialize_tensor(tensor_proto)
+        tensor = (lazy(tensor_proto) if lazy is not None and tensor_proto.data_location == _T.EXTERNAL else None
+                  ) or ir.serde.deserialize_tensor(tensor_proto)
         name = tensor.name
         if not name:
             raise _NotPlain  # onnx_ir warns and skips it
@@ -1167,8 +1215,8 @@ def load(path: str | os.PathLike, *, shapes: bool = True, check: bool = True) ->
         check_inferred_shapes(proto, str(p))
     if unwritten is None:
         return from_proto(proto, base_dir=p.parent, shapes=shapes)
-    model = from_proto(proto, shapes=shapes)
-    unwritten.attach(model, base_dir=p.parent, graphs=[model.graph] if flat else None)
+    model = from_proto(proto, shapes=shapes, unwritten=unwritten)
+    unwritten.attach(model, base_dir=p.parent, graphs=[model.graph] if flat else None)  # (when onnx_ir built it)
     return model
 
 
@@ -1540,10 +1588,22 @@ class UnwrittenWeights:
                     if base_dir is not None:
                         tensor.base_dir = base_dir  # type: ignore[misc]
                 else:
-                    value.const_value = ir.LazyTensor(
-                        functools.partial(self.tensor, tensor.name, tensor.dtype, tensor.shape),
-                        dtype=tensor.dtype, shape=tensor.shape, cache=True, name=tensor.name,
-                        doc_string=tensor.doc_string, metadata_props=dict(tensor.metadata_props))
+                    value.const_value = self._lazy(tensor.name, tensor.dtype, tensor.shape, tensor.doc_string,
+                                                   dict(tensor.metadata_props))
+
+    def lazy_tensor(self, proto: onnx.TensorProto) -> ir.LazyTensor | None:
+        """The lazy tensor :meth:`attach` would put in place of the initializer *proto* (external data), or
+        None when its data is not in :data:`OPTIMIZED_DATA` (not one of those written to the null device)."""
+        if [entry.value for entry in proto.external_data if entry.key == "location"] != [OPTIMIZED_DATA]:
+            return None
+        return self._lazy(proto.name or None, ir.DataType(proto.data_type), ir.Shape(proto.dims),
+                          _optional(proto, "doc_string"), dict(ir.serde.deserialize_metadata_props(proto.metadata_props)
+                                                               or {}))
+
+    def _lazy(self, name: str | None, dtype: ir.DataType, shape: ir.Shape, doc_string: str | None,
+              metadata_props: dict[str, str]) -> ir.LazyTensor:
+        return ir.LazyTensor(functools.partial(self.tensor, name, dtype, shape), dtype=dtype, shape=shape, cache=True,
+                             name=name, doc_string=doc_string, metadata_props=metadata_props)
 
     def tensor(self, name: str, dtype: ir.DataType, shape: ir.Shape) -> ir.TensorProtocol:
         """The initializer *name* as onnxruntime wrote it (its type and shape must be *dtype* and *shape*)."""
