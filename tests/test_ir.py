@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import sys
 
 import numpy as np
 import onnx
@@ -148,6 +149,35 @@ def test_shape_check_infers_on_the_model_itself_when_nothing_is_left_out():
         mir.check_inferred_shapes(proto)
 
 
+def test_shape_check_gives_the_same_answers_without_the_compiled_read_or_onnxs_cpp_entry_point(monkeypatch):
+    """Without mobile_ep._speedups every model is parsed and inspected in Python, and where onnx has no
+    onnx_cpp2py_export.shape_inference its public infer_shapes gives the same bytes to read: a plain model
+    passes and a value of 2^40 elements is refused, either way."""
+    plain = make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [tensor("x", [2, 3])],
+                       [tensor("y", [2, 3])])
+    absurd = make_model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill")], [],
+                        [tensor("y", None)], [const("s", np.array([2**20, 2**20], np.int64))])
+    expected = mir._inferred_bytes(absurd)
+
+    def answers():
+        mir.check_inferred_shapes(plain)
+        with pytest.raises(ModelError, match="absurd shape: value 'y' would have 1,099,511,627,776 elements"):
+            mir.check_inferred_shapes(absurd)
+
+    answers()
+    with monkeypatch.context() as patch:
+        patch.setattr(mir._accel, "speedups", None)
+        answers()
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, "onnx.onnx_cpp2py_export", None)  # (the import raises ImportError)
+        public = []
+        real = onnx.shape_inference.infer_shapes
+        patch.setattr(onnx.shape_inference, "infer_shapes", lambda *a, **k: public.append(k) or real(*a, **k))
+        assert onnx.ModelProto.FromString(mir._inferred_bytes(absurd)) == onnx.ModelProto.FromString(expected)
+        assert public == [{"check_type": False, "strict_mode": False, "data_prop": True}]
+        answers()
+
+
 def test_shape_check_copies_the_model_without_large_or_external_weights(tmp_path):
     big = const("w", np.ones((128, 256), np.float32))  # 128 KB: over the skeleton's 64 KB
     proto = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
@@ -264,16 +294,22 @@ def _rss_bytes():
         return int(f.read().split()[1]) * 4096
 
 
-@pytest.mark.skipif(not pathlib.Path("/proc/self/statm").exists(), reason="needs Linux")
-def test_release_memory_gives_a_large_free_heap_back():
-    """After a session, release_memory trims glibc's heap when much of it is free (as after a large model's
-    session); less than RELEASE_MIN_FREE_BYTES free is kept for the next allocations (a few ms saved)."""
+def _glibc_with_mallinfo2():
+    """glibc as release_memory loads it; the test skips where it is not glibc 2.33 or later."""
     try:
         libc = mir._libc()
     except (OSError, AttributeError):
         pytest.skip("not glibc")
     if getattr(libc, "mallinfo2", None) is None:
         pytest.skip("glibc before 2.33 (always trims)")
+    return libc
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/statm").exists(), reason="needs Linux")
+def test_release_memory_gives_a_large_free_heap_back():
+    """After a session, release_memory trims glibc's heap when much of it is free (as after a large model's
+    session); less than RELEASE_MIN_FREE_BYTES free is kept for the next allocations (a few ms saved)."""
+    libc = _glibc_with_mallinfo2()
     large = [bytearray(1000) for _ in range(300_000)]  # 300 MB of heap chunks, freed below
     pin = bytearray(1000)  # above them: freeing them does not shrink the heap by itself
     del large
@@ -288,12 +324,7 @@ def test_release_memory_gives_a_large_free_heap_back():
 def test_release_memory_keeps_what_a_light_models_session_frees():
     """The 100-200 MB a light_resnet50 or light_shufflenet session leaves free stay for the next allocations
     (trimming them took about 10 ms); RELEASE_MIN_FREE_BYTES is 256 MB."""
-    try:
-        libc = mir._libc()
-    except (OSError, AttributeError):
-        pytest.skip("not glibc")
-    if getattr(libc, "mallinfo2", None) is None:
-        pytest.skip("glibc before 2.33 (always trims)")
+    libc = _glibc_with_mallinfo2()
     libc.malloc_trim(0)
     large = [bytearray(1000) for _ in range(150_000)]  # 150 MB of heap chunks, freed below
     pin = bytearray(1000)

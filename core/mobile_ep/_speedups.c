@@ -1767,6 +1767,15 @@ typedef struct {
     Py_ssize_t n_limits;
 } wire_limits;
 
+/* One field as read off the wire: its number and wire type, its varint (wire type 0) or its bytes [body, end)
+ * (wire type 2). */
+typedef struct {
+    uint64_t number;
+    int wire_type;
+    uint64_t varint;
+    const unsigned char *body, *end;
+} wire_item;
+
 static int
 wire_varint(const unsigned char **p, const unsigned char *end, uint64_t *out)
 {
@@ -1782,20 +1791,18 @@ wire_varint(const unsigned char **p, const unsigned char *end, uint64_t *out)
     return 0;
 }
 
-/* The next field of [*p, end): its number and wire type, and for wire type 2 its bytes [*body, *body_end);
- * other wire types are skipped.  0 at a malformed field. */
+/* The next field of [*p, end) into *item (other wire types than 0 and 2 are skipped); 0 at a malformed field. */
 static int
-wire_field(const unsigned char **p, const unsigned char *end, uint64_t *number, int *wire_type, uint64_t *varint,
-           const unsigned char **body, const unsigned char **body_end)
+wire_next(const unsigned char **p, const unsigned char *end, wire_item *item)
 {
     uint64_t key, length;
     if (!wire_varint(p, end, &key))
         return 0;
-    *number = key >> 3;
-    *wire_type = (int)(key & 7);
-    switch (*wire_type) {
+    item->number = key >> 3;
+    item->wire_type = (int)(key & 7);
+    switch (item->wire_type) {
     case 0:
-        return wire_varint(p, end, varint);
+        return wire_varint(p, end, &item->varint);
     case 1:
         if (end - *p < 8)
             return 0;
@@ -1804,8 +1811,8 @@ wire_field(const unsigned char **p, const unsigned char *end, uint64_t *number, 
     case 2:
         if (!wire_varint(p, end, &length) || length > (uint64_t)(end - *p))
             return 0;
-        *body = *p;
-        *body_end = *p + length;
+        item->body = *p;
+        item->end = *p + length;
         *p += length;
         return 1;
     case 5:
@@ -1825,45 +1832,37 @@ static int
 wire_tensor_type(const unsigned char *p, const unsigned char *end, const wire_limits *limits, long long *limit,
                  long long *elements)
 {
+    wire_item field, dim, part;
     while (p < end) {
-        uint64_t number, varint = 0;
-        int wire_type;
-        const unsigned char *body = NULL, *body_end = NULL;
-        if (!wire_field(&p, end, &number, &wire_type, &varint, &body, &body_end))
+        if (!wire_next(&p, end, &field))
             return 0;
-        if (number == 1) { /* elem_type */
-            if (wire_type != 0 || varint >= (uint64_t)limits->n_limits || limits->limits[varint] < 0)
+        if (field.number == 1) { /* elem_type */
+            if (field.wire_type != 0 || field.varint >= (uint64_t)limits->n_limits || limits->limits[field.varint] < 0)
                 return 0;
-            if (limits->limits[varint] < *limit)
-                *limit = limits->limits[varint];
+            if (limits->limits[field.varint] < *limit)
+                *limit = limits->limits[field.varint];
         }
-        else if (number == 2) { /* shape */
-            if (wire_type != 2)
+        else if (field.number == 2) { /* shape */
+            if (field.wire_type != 2)
                 return 0;
-            while (body < body_end) { /* TensorShapeProto */
-                uint64_t dim_number, dim_varint = 0;
-                int dim_wire_type;
-                const unsigned char *dim = NULL, *dim_end = NULL;
-                if (!wire_field(&body, body_end, &dim_number, &dim_wire_type, &dim_varint, &dim, &dim_end))
+            while (field.body < field.end) { /* TensorShapeProto */
+                if (!wire_next(&field.body, field.end, &dim))
                     return 0;
-                if (dim_number != 1)
+                if (dim.number != 1)
                     continue;
-                if (dim_wire_type != 2)
+                if (dim.wire_type != 2)
                     return 0;
-                while (dim < dim_end) { /* TensorShapeProto.Dimension */
-                    uint64_t field, value = 0;
-                    int field_wire_type;
-                    const unsigned char *unused = NULL, *unused_end = NULL;
-                    if (!wire_field(&dim, dim_end, &field, &field_wire_type, &value, &unused, &unused_end))
+                while (dim.body < dim.end) { /* TensorShapeProto.Dimension */
+                    if (!wire_next(&dim.body, dim.end, &part))
                         return 0;
-                    if (field != 1) /* dim_param, denotation */
+                    if (part.number != 1) /* dim_param, denotation */
                         continue;
-                    if (field_wire_type != 0 || (long long)value < 0)
+                    if (part.wire_type != 0 || (long long)part.varint < 0)
                         return 0;
-                    if (value > 1) {
-                        if (*elements > LLONG_MAX / (long long)value)
+                    if (part.varint > 1) {
+                        if (*elements > LLONG_MAX / (long long)part.varint)
                             return 0;
-                        *elements *= (long long)value;
+                        *elements *= (long long)part.varint;
                     }
                 }
             }
@@ -1878,27 +1877,22 @@ static int
 wire_value_info(const unsigned char *p, const unsigned char *end, const wire_limits *limits)
 {
     long long limit = LLONG_MAX, elements = 1;
+    wire_item field, kind;
     while (p < end) {
-        uint64_t number, varint = 0;
-        int wire_type;
-        const unsigned char *body = NULL, *body_end = NULL;
-        if (!wire_field(&p, end, &number, &wire_type, &varint, &body, &body_end))
+        if (!wire_next(&p, end, &field))
             return 0;
-        if (number != 2) /* name, doc_string, metadata_props */
+        if (field.number != 2) /* name, doc_string, metadata_props */
             continue;
-        if (wire_type != 2)
+        if (field.wire_type != 2)
             return 0;
-        while (body < body_end) { /* TypeProto */
-            uint64_t kind, unused = 0;
-            int kind_wire_type;
-            const unsigned char *inner = NULL, *inner_end = NULL;
-            if (!wire_field(&body, body_end, &kind, &kind_wire_type, &unused, &inner, &inner_end))
+        while (field.body < field.end) { /* TypeProto */
+            if (!wire_next(&field.body, field.end, &kind))
                 return 0;
-            if (kind == 6) /* denotation */
+            if (kind.number == 6) /* denotation */
                 continue;
-            if (kind != 1 || kind_wire_type != 2) /* sequences, maps, optionals, sparse and opaque types */
+            if (kind.number != 1 || kind.wire_type != 2) /* sequences, maps, optionals, sparse and opaque types */
                 return 0;
-            if (!wire_tensor_type(inner, inner_end, limits, &limit, &elements))
+            if (!wire_tensor_type(kind.body, kind.end, limits, &limit, &elements))
                 return 0;
         }
     }
@@ -1913,25 +1907,20 @@ static int wire_graph(const unsigned char *p, const unsigned char *end, const wi
 static int
 wire_node(const unsigned char *p, const unsigned char *end, const wire_limits *limits, int depth)
 {
+    wire_item field, attribute;
     while (p < end) {
-        uint64_t number, varint = 0;
-        int wire_type;
-        const unsigned char *body = NULL, *body_end = NULL;
-        if (!wire_field(&p, end, &number, &wire_type, &varint, &body, &body_end))
+        if (!wire_next(&p, end, &field))
             return 0;
-        if (number != 5) /* attribute */
+        if (field.number != 5) /* attribute */
             continue;
-        if (wire_type != 2)
+        if (field.wire_type != 2)
             return 0;
-        while (body < body_end) {
-            uint64_t field, unused = 0;
-            int field_wire_type;
-            const unsigned char *graph = NULL, *graph_end = NULL;
-            if (!wire_field(&body, body_end, &field, &field_wire_type, &unused, &graph, &graph_end))
+        while (field.body < field.end) {
+            if (!wire_next(&field.body, field.end, &attribute))
                 return 0;
-            if (field != 6 && field != 11)
+            if (attribute.number != 6 && attribute.number != 11)
                 continue;
-            if (field_wire_type != 2 || !wire_graph(graph, graph_end, limits, depth + 1))
+            if (attribute.wire_type != 2 || !wire_graph(attribute.body, attribute.end, limits, depth + 1))
                 return 0;
         }
     }
@@ -1942,19 +1931,34 @@ wire_node(const unsigned char *p, const unsigned char *end, const wire_limits *l
 static int
 wire_graph(const unsigned char *p, const unsigned char *end, const wire_limits *limits, int depth)
 {
+    wire_item field;
     if (depth > 64)
         return 0;
     while (p < end) {
-        uint64_t number, varint = 0;
-        int wire_type;
-        const unsigned char *body = NULL, *body_end = NULL;
-        if (!wire_field(&p, end, &number, &wire_type, &varint, &body, &body_end))
+        if (!wire_next(&p, end, &field))
             return 0;
-        if (number != 1 && number != 12 && number != 13) /* node, output, value_info */
+        if (field.number != 1 && field.number != 12 && field.number != 13) /* node, output, value_info */
             continue;
-        if (wire_type != 2)
+        if (field.wire_type != 2)
             return 0;
-        if (number == 1 ? !wire_node(body, body_end, limits, depth) : !wire_value_info(body, body_end, limits))
+        if (field.number == 1 ? !wire_node(field.body, field.end, limits, depth)
+                              : !wire_value_info(field.body, field.end, limits))
+            return 0;
+    }
+    return 1;
+}
+
+/* ModelProto: its graph. */
+static int
+wire_model(const unsigned char *p, const unsigned char *end, const wire_limits *limits)
+{
+    wire_item field;
+    while (p < end) {
+        if (!wire_next(&p, end, &field))
+            return 0;
+        if (field.number != 7)
+            continue;
+        if (field.wire_type != 2 || !wire_graph(field.body, field.end, limits, 0))
             return 0;
     }
     return 1;
@@ -1993,24 +1997,9 @@ speedups_shapes_within(PyObject *self, PyObject *args)
     int within = 0;
     if (n > 0 && values[0] >= 0) {
         wire_limits limits = {values, n};
-        const unsigned char *p = data.buf, *end = p + data.len;
-        within = 1;
+        const unsigned char *start = data.buf;
         Py_BEGIN_ALLOW_THREADS
-        while (p < end) { /* ModelProto: its graph */
-            uint64_t number, varint = 0;
-            int wire_type;
-            const unsigned char *body = NULL, *body_end = NULL;
-            if (!wire_field(&p, end, &number, &wire_type, &varint, &body, &body_end)) {
-                within = 0;
-                break;
-            }
-            if (number != 7)
-                continue;
-            if (wire_type != 2 || !wire_graph(body, body_end, &limits, 0)) {
-                within = 0;
-                break;
-            }
-        }
+        within = wire_model(start, start + data.len, &limits);
         Py_END_ALLOW_THREADS
     }
     PyMem_Free(values);

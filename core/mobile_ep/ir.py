@@ -734,14 +734,19 @@ def check_inferred_shapes(proto: onnx.ModelProto, label: str = "model") -> None:
     speedups = _accel.speedups
     if speedups is not None and speedups.shapes_within(data, _ELEMENT_LIMITS):
         return  # (read off the bytes: nothing the inspection below would refuse)
-    inferred = onnx.load_from_string(data)
-    inspector = _Inspector(inferred, None)
     try:
-        for graph in _all_graphs(inferred.graph):
-            for value in [*graph.value_info, *graph.output]:
-                inspector.value_info(value, "value")
+        _inspect_values(onnx.load_from_string(data))
     except _Refused as exc:
         raise ModelError(f"{label}: {exc}") from None
+
+
+def _inspect_values(model: onnx.ModelProto) -> None:
+    """The inspection of every value info and output of every graph of *model* (:class:`_Refused` for the
+    first it refuses): what ``_speedups.shapes_within`` stands in for."""
+    inspector = _Inspector(model, None)
+    for graph in _all_graphs(model.graph):
+        for value in [*graph.value_info, *graph.output]:
+            inspector.value_info(value, "value")
 
 
 def _inferred_bytes(proto: onnx.ModelProto) -> bytes:
@@ -1597,8 +1602,8 @@ class UnwrittenWeights:
         if [entry.value for entry in proto.external_data if entry.key == "location"] != [OPTIMIZED_DATA]:
             return None
         return self._lazy(proto.name or None, ir.DataType(proto.data_type), ir.Shape(proto.dims),
-                          _optional(proto, "doc_string"), dict(ir.serde.deserialize_metadata_props(proto.metadata_props)
-                                                               or {}))
+                          _optional(proto, "doc_string"),
+                          ir.serde.deserialize_metadata_props(proto.metadata_props) or {})
 
     def _lazy(self, name: str | None, dtype: ir.DataType, shape: ir.Shape, doc_string: str | None,
               metadata_props: dict[str, str]) -> ir.LazyTensor:
