@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterator
 
 RESULTS = pathlib.Path(__file__).parent / "results"
 
-__all__ = ["RESULTS", "machine", "alternate", "median", "quiet", "child_peak_rss", "write_result", "fmt_s"]
+__all__ = ["RESULTS", "machine", "alternate", "median", "python_pace", "quiet", "child_peak_rss", "write_result",
+           "fmt_s"]
 
 
 def machine() -> str:
@@ -65,6 +66,23 @@ def alternate(runs: dict[str, Callable[[], object]], repeats: int, warmup: int =
 
 def median(values: list[float]) -> float:
     return statistics.median(values)
+
+
+def python_pace() -> int:
+    """A fixed piece of pure-Python work (a loop of dict look-ups and integer arithmetic, about 5 ms
+    here), to time beside a comparison: how fast the machine runs interpreted code at that moment.
+
+    On a shared virtual machine that speed drifts by up to 2x over minutes, and interpreted code (most of
+    what mobile-ep does outside onnxruntime) slows down more than onnxruntime's C++ in the slow phases, so
+    a ratio is only comparable with one measured at a similar pace.  It allocates almost nothing, so the
+    cycle collector does not run in it.  Returns a checksum (always the same).
+    """
+    table = {i: i * 7 % 1013 for i in range(1000)}
+    total = 0
+    for step in range(25):
+        for i in range(1000):
+            total += table[(i * 31 + step) % 1000] ^ i
+    return total
 
 
 @contextlib.contextmanager

@@ -33,7 +33,7 @@ import onnx
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
-from harness import alternate, fmt_s, machine, median, quiet, write_result  # noqa: E402
+from harness import alternate, fmt_s, machine, median, python_pace, quiet, write_result  # noqa: E402
 
 from mobile_ep import api, report  # noqa: E402
 from mobile_ep import ir as mir  # noqa: E402
@@ -72,8 +72,9 @@ def bench_model(path: pathlib.Path, repeats: int, do_convert: bool, work: pathli
         with tempfile.TemporaryDirectory(dir=work) as out:
             mir.ort_optimized(path, out, weights=False)
 
-    times = alternate({"ours": ours_check, "ort": ort_check, "session": session}, repeats)
+    times = alternate({"ours": ours_check, "ort": ort_check, "session": session, "pace": python_pace}, repeats)
     row["check_ours"], row["check_ort"] = median(times["ours"]), median(times["ort"])
+    row["pace"] = median(times["pace"])
     row["check_speedup"] = row["check_ort"] / row["check_ours"]
     row["session"] = median(times["session"])
     row["check_bound"] = row["check_ort"] / row["session"]
@@ -198,13 +199,19 @@ def render(rows: list[dict], repeats: int, description: str) -> str:
         "optimized model, as mobile-ep runs it: its weights go to the null device): both tools need it, so "
         "ORT checker / session bounds the speedup any checker with ORT Mobile's semantics can reach.",
         "",
+        "Python pace: a fixed piece of pure-Python work (`harness.python_pace`) timed in the same rounds. "
+        "It tells how fast the machine ran interpreted code meanwhile: mobile-ep's work outside "
+        "onnxruntime is mostly interpreted and slows down more than onnxruntime's C++ when the pace is "
+        "slow, so compare speedups across runs only at a similar pace.",
+        "",
         "| model | mobile-ep | ORT checker | speedup (ORT / mobile-ep) | ORT session alone | "
-        "bound (ORT / session) |",
-        "|---|---|---|---|---|---|",
+        "bound (ORT / session) | Python pace |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(f"| {r['model']} | {fmt_s(r['check_ours'])} | {fmt_s(r['check_ort'])} | "
-                     f"{r['check_speedup']:.2f}x | {fmt_s(r['session'])} | {r['check_bound']:.2f}x |")
+                     f"{r['check_speedup']:.2f}x | {fmt_s(r['session'])} | {r['check_bound']:.2f}x | "
+                     f"{r['pace'] * 1e3:.1f} ms |")
     speedup = statistics.median(r["check_speedup"] for r in rows)
     bound = statistics.median(r["check_bound"] for r in rows)
     lines += ["", f"**Median speedup: {speedup:.2f}x** (target: at least {CHECK_SPEEDUP_TARGET:.0f}x; "
