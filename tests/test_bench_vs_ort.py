@@ -8,18 +8,16 @@ from __future__ import annotations
 import pathlib
 
 import onnx
-from onnx import TensorProto, helper
+from onnx import helper
 from test_bench_ort_session import _load
+
+from mepkit import make_model, tensor
 
 
 def _tiny_model(path: pathlib.Path) -> pathlib.Path:
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu"),
-                               helper.make_node("Sigmoid", ["r"], ["y"], name="sigmoid")], "tiny", [x], [y])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
+    onnx.save(make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                          helper.make_node("Sigmoid", ["r"], ["y"], name="sigmoid")],
+                         [tensor("x", [1, 3, 8, 8])], [tensor("y", [1, 3, 8, 8])]), path)
     return path
 
 

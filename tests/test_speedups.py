@@ -500,14 +500,7 @@ def test_shapes_within_leaves_to_the_inspection_what_it_does_not_read():
 
 def _field(number: int, payload: bytes) -> bytes:
     """A length-delimited protobuf field."""
-    length, encoded = len(payload), b""
-    while True:
-        byte = length & 0x7F
-        length >>= 7
-        encoded += bytes([byte | (0x80 if length else 0)])
-        if not length:
-            break
-    return bytes([number << 3 | 2]) + encoded + payload
+    return bytes([number << 3 | 2]) + mir._varint(len(payload)) + payload
 
 
 @needs_c

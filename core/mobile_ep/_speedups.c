@@ -1753,7 +1753,6 @@ done:
 }
 
 /* -------------------------------------------------------------------------------------------------- */
-/* -------------------------------------------------------------------------------------------------- */
 /* shapes_within: the declared shapes of a serialized ModelProto, read off the wire                      */
 /* -------------------------------------------------------------------------------------------------- */
 
@@ -2007,6 +2006,7 @@ speedups_shapes_within(PyObject *self, PyObject *args)
     return PyBool_FromLong(within);
 }
 
+/* -------------------------------------------------------------------------------------------------- */
 static PyMethodDef speedups_methods[] = {
     {"producers", speedups_producers, METH_VARARGS, producers_doc},
     {"in_degrees", speedups_in_degrees, METH_O, in_degrees_doc},

@@ -601,6 +601,11 @@ _DEEP_ATTRIBUTES = frozenset({onnx.AttributeProto.TENSOR, onnx.AttributeProto.TE
                               onnx.AttributeProto.TYPE_PROTOS})
 
 
+def _data_locations(tensor: onnx.TensorProto) -> list[str]:
+    """The ``location`` entries of *tensor*'s external-data references (none for data kept inside)."""
+    return [entry.value for entry in tensor.external_data if entry.key == "location"]
+
+
 def _read_session_output(p: pathlib.Path) -> onnx.ModelProto | None:
     """The optimized model :func:`ort_optimized` had onnxruntime write without its weights, parsed, or
     None (then :func:`read_proto` reads it) for anything but the plain form of such a file.
@@ -627,7 +632,7 @@ def _read_session_output(p: pathlib.Path) -> onnx.ModelProto | None:
     try:
         inspector.header()
         for tensor in proto.graph.initializer:
-            if any(entry.key == "location" and entry.value != OPTIMIZED_DATA for entry in tensor.external_data):
+            if any(location != OPTIMIZED_DATA for location in _data_locations(tensor)):
                 return None
             inspector.tensor(tensor, f"initializer {tensor.name!r}")
     except _Refused as exc:
@@ -1599,7 +1604,7 @@ class UnwrittenWeights:
     def lazy_tensor(self, proto: onnx.TensorProto) -> ir.LazyTensor | None:
         """The lazy tensor :meth:`attach` would put in place of the initializer *proto* (external data), or
         None when its data is not in :data:`OPTIMIZED_DATA` (not one of those written to the null device)."""
-        if [entry.value for entry in proto.external_data if entry.key == "location"] != [OPTIMIZED_DATA]:
+        if _data_locations(proto) != [OPTIMIZED_DATA]:
             return None
         return self._lazy(proto.name or None, ir.DataType(proto.data_type), ir.Shape(proto.dims),
                           _optional(proto, "doc_string"),
