@@ -7,6 +7,8 @@ for signatures and the cost model's counts, with symbolic, missing and overflowi
 
 shapes_within, the quick read of a serialized model's declared shapes, is compared with the Python inspection
 it stands in for: on every ONNX node test and light model, at each element type's limit, and on mutated bytes.
+value_types, the quick read of the inferred types the plain deserializer puts on values, is compared with the
+parsed model the same ways, and the models built either way are compared object by object.
 
 Without the extension (no C compiler when installed) these tests skip, unless MOBILE_EP_REQUIRE_SPEEDUPS is
 set (tox sets it), where a missing extension is a failure.
@@ -547,3 +549,173 @@ def test_shapes_within_never_passes_what_the_inspection_refuses(data):
         return
     if _within(bytes(raw)):
         assert _inspection_accepts(bytes(raw))
+
+
+# --------------------------------------------------------------------------------------------------
+# value_types: the inferred types mobile_ep.ir._deserialize_plain reads, off the bytes
+# --------------------------------------------------------------------------------------------------
+def _read_type(info: onnx.ValueInfoProto) -> tuple | None:
+    """What value_types gives for *info*, worked out from the parsed message; None where it leaves the value to
+    Python (another type than a tensor type, a denotation, a doc string, metadata)."""
+    if info.doc_string or len(info.metadata_props):
+        return None
+    kind = info.type.WhichOneof("value")
+    if kind is None and not info.type.denotation:
+        return (None, None)
+    if kind != "tensor_type" or info.type.denotation:
+        return None
+    tensor_type = info.type.tensor_type
+    dims = None
+    if tensor_type.HasField("shape"):
+        dims = []
+        for dim in tensor_type.shape.dim:
+            if dim.denotation:
+                return None
+            which = dim.WhichOneof("value")
+            dims.append(dim.dim_value if which == "dim_value" else dim.dim_param if which == "dim_param" else None)
+        dims = tuple(dims)
+    return (tensor_type.elem_type if tensor_type.HasField("elem_type") else None, dims)
+
+
+def _types_read(data: bytes) -> tuple | None:
+    """value_types' answer for *data*, worked out from the parsed model (None: some value is left to Python)."""
+    graph = onnx.ModelProto.FromString(data).graph
+    infos = {info.name: _read_type(info) for info in graph.value_info}
+    outputs = [(info.name, _read_type(info)) for info in graph.output]
+    if any(v is None for v in infos.values()) or any(v is None for _, v in outputs):
+        return None
+    return infos, outputs
+
+
+@needs_c
+def test_value_types_reads_the_inferred_types_of_every_onnx_node_test_and_light_model(tmp_path):
+    from mobile_ep.testing import onnx_node_cases
+
+    models = [onnx.ModelProto.FromString(case.model_bytes) for case in onnx_node_cases()]
+    models += [mir.read_proto(path) for path in LIGHT_MODELS]
+    models += [onnx.load(str(mir.ort_optimized(path, tmp_path / path.stem, weights=False)), load_external_data=False)
+               for path in LIGHT_MODELS if (tmp_path / path.stem).mkdir() is None]
+    read = 0
+    for proto in models:
+        data = mir._infer_bytes(proto)
+        if data is None:  # (shape inference refuses a few node tests)
+            continue
+        expected = _types_read(data)
+        assert C.value_types(data) == expected, proto.graph.name
+        read += expected is not None
+    assert read > 1500  # (the others hold sequences, optionals or maps)
+
+
+@needs_c
+def test_value_types_reads_each_kind_of_dim_and_type():
+    def info(name, dims, elem=TensorProto.FLOAT):
+        return helper.make_tensor_value_info(name, elem, dims)
+
+    neither = info("neither", ["N", 3])
+    neither.type.tensor_type.shape.dim[0].Clear()
+    empty_param = info("empty_param", [2])
+    empty_param.type.tensor_type.shape.dim[0].dim_param = ""
+    no_elem = info("no_elem", [4])
+    no_elem.type.tensor_type.ClearField("elem_type")
+    values = [info("negative", [2, -3]), neither, empty_param, info("symbolic", ["N", 5], TensorProto.INT64),
+              info("scalar", []), info("unshaped", None), onnx.ValueInfoProto(name="untyped"), no_elem,
+              info("twice", [1]), info("twice", [8], TensorProto.UINT8)]
+    data = _value_model(*values).SerializeToString()
+    assert C.value_types(data) == _types_read(data) == ({
+        "negative": (1, (2, -3)), "neither": (1, (None, 3)), "empty_param": (1, ("",)), "symbolic": (7, ("N", 5)),
+        "scalar": (1, ()), "unshaped": (1, None), "untyped": (None, None), "no_elem": (None, (4,)),
+        "twice": (2, (8,)),  # (the later of two value infos of one name, as a dict of them keeps it)
+    }, [("y", (1, (2,)))])
+
+
+@needs_c
+def test_value_types_leaves_to_python_what_it_does_not_read():
+    def value(**changes) -> onnx.ValueInfoProto:  # (each change applied in turn)
+        v = helper.make_tensor_value_info("v", TensorProto.FLOAT, [2, "N"])
+        for change in changes.values():
+            change(v)
+        return v
+
+    half = value()
+    cases = {
+        "a sequence type": helper.make_value_info("v", helper.make_sequence_type_proto(
+            helper.make_tensor_type_proto(1, [2]))),
+        "a type denotation": value(d=lambda v: setattr(v.type, "denotation", "IMAGE")),
+        "a dim denotation": value(d=lambda v: setattr(v.type.tensor_type.shape.dim[0], "denotation", "BATCH")),
+        "a denotation on an unknown dim": value(c=lambda v: v.type.tensor_type.shape.dim[1].Clear(),
+                                                d=lambda v: setattr(v.type.tensor_type.shape.dim[1], "denotation", "X")),
+        "a doc string": value(d=lambda v: setattr(v, "doc_string", "why")),
+        "metadata": value(d=lambda v: v.metadata_props.add(key="k", value="x")),
+    }
+    for label, v in cases.items():
+        data = _value_model(v).SerializeToString()
+        assert C.value_types(data) is None and _types_read(data) is None, label
+
+    def with_value(raw: bytes) -> bytes:  # the model with one more value info, written as *raw*
+        model = _value_model()
+        graph = model.graph.SerializeToString() + _field(13, raw)
+        model.ClearField("graph")
+        return model.SerializeToString() + _field(7, graph)
+
+    plain = with_value(half.SerializeToString())
+    assert C.value_types(plain) == _types_read(plain) is not None
+    wire = {  # fields a parse merges, or of which it keeps the last; bytes that are not UTF-8
+        "a type twice": with_value(half.SerializeToString() + _field(2, half.type.SerializeToString())),
+        "a name twice": with_value(half.SerializeToString() + _field(1, b"w")),
+        "a dim both numbered and named": with_value(_field(1, b"v") + _field(2, _field(1, _field(
+            2, _field(1, b"\x08\x02" + _field(2, b"N")))))),
+        "a name not UTF-8": with_value(_field(1, b"\xff")),
+        "the graph twice": plain + _field(7, b""),
+    }
+    for label, data in wire.items():
+        assert C.value_types(data) is None, label
+    for cut in range(1, len(plain)):  # cut short: not read, unless cut between two fields of the model
+        read = C.value_types(plain[:cut])
+        assert read is None or read == _types_read(plain[:cut]), cut
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_value_types_reads_mutated_bytes_as_a_parse_does(data):
+    """Bytes cut short, flipped or dropped anywhere: where they still parse and value_types reads them, it gives the
+    types of the parsed model."""
+    model = _value_model(helper.make_tensor_value_info("v", TensorProto.INT4, [2, "N", 3]),
+                         helper.make_tensor_value_info("w", TensorProto.INT64, []))
+    raw = bytearray(model.SerializeToString())
+    for _ in range(data.draw(st.integers(1, 4))):
+        where = data.draw(st.integers(0, len(raw) - 1))
+        action = data.draw(st.sampled_from(["flip", "cut", "drop"]))
+        if action == "flip":
+            raw[where] ^= 1 << data.draw(st.integers(0, 7))
+        elif action == "cut":
+            del raw[where:]
+        else:
+            del raw[where]
+        if not raw:
+            return
+    try:
+        onnx.ModelProto.FromString(bytes(raw))
+    except Exception:
+        return
+    read = C.value_types(bytes(raw))
+    assert read is None or read == _types_read(bytes(raw))
+
+
+def test_the_plain_deserializer_reads_the_inferred_bytes_as_the_parsed_model(tmp_path):
+    """_deserialize_plain given the inferred model serialized (types off the bytes, shapes shared) builds what it
+    builds from the parsed model; with or without the extension."""
+    from test_plain_deserialize import assert_same
+
+    for path in LIGHT_MODELS:
+        out = tmp_path / path.stem
+        out.mkdir()
+        proto = onnx.load(str(mir.ort_optimized(path, out, weights=False)), load_external_data=False)
+        data = mir._infer_bytes(proto)
+        expected = mir._deserialize_plain(proto, onnx.ModelProto.FromString(data))
+        model = mir._deserialize_plain(proto, data)
+        assert_same(model, expected)
+        shapes = [v.shape for n in model.graph for v in n.outputs if v.shape is not None]
+        assert all(shape.frozen for shape in shapes)
+        if C is not None:  # values of the same dims share one shape
+            assert len({id(s) for s in shapes}) == len({tuple(s) for s in shapes}) < len(shapes)

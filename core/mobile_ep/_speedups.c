@@ -2007,6 +2007,192 @@ speedups_shapes_within(PyObject *self, PyObject *args)
 }
 
 /* -------------------------------------------------------------------------------------------------- */
+/* value_types: the types of the main graph's value infos and outputs, read off the wire                 */
+/* -------------------------------------------------------------------------------------------------- */
+
+/* Each reader below answers 1 (read), 0 (not plain: the caller parses the model and reads it in Python) or -1 (a
+ * Python error is set).  Plain means: a tensor type (or none) without denotations, a name and a type only, every
+ * field once and in its wire type, UTF-8 strings; anything else, malformed bytes included, is left to Python. */
+
+/* A string field as a str; 0 when the bytes are not UTF-8. */
+static int
+wire_str(const wire_item *item, PyObject **out)
+{
+    *out = PyUnicode_DecodeUTF8((const char *)item->body, item->end - item->body, "strict");
+    if (*out != NULL)
+        return 1;
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        return -1;
+    PyErr_Clear();
+    return 0;
+}
+
+/* TensorShapeProto: a tuple of its dims, each an int (dim_value), a str (dim_param) or None (neither). */
+static int
+wire_dims(const unsigned char *p, const unsigned char *end, PyObject **out)
+{
+    wire_item field, part;
+    PyObject *dims = PyList_New(0), *dim = NULL;
+    int status = 0;
+    if (dims == NULL)
+        return -1;
+    while (p < end) {
+        if (!wire_next(&p, end, &field) || field.number != 1 || field.wire_type != 2)
+            goto done;
+        while (field.body < field.end) { /* TensorShapeProto.Dimension: one of dim_value and dim_param, at most */
+            if (!wire_next(&field.body, field.end, &part) || dim != NULL)
+                goto done;
+            if (part.number == 1 && part.wire_type == 0) {
+                if ((dim = PyLong_FromLongLong((long long)part.varint)) == NULL) {
+                    status = -1;
+                    goto done;
+                }
+            }
+            else if (part.number == 2 && part.wire_type == 2) {
+                if ((status = wire_str(&part, &dim)) != 1)
+                    goto done;
+            }
+            else /* a denotation, or a field onnx.proto does not have */
+                goto done;
+        }
+        status = PyList_Append(dims, dim != NULL ? dim : Py_None) < 0 ? -1 : 0;
+        Py_CLEAR(dim);
+        if (status < 0)
+            goto done;
+    }
+    *out = PyList_AsTuple(dims);
+    status = *out == NULL ? -1 : 1;
+done:
+    Py_XDECREF(dim);
+    Py_DECREF(dims);
+    return status;
+}
+
+/* ValueInfoProto: its name and (element type or None, dims or None). */
+static int
+wire_typed_value(const unsigned char *p, const unsigned char *end, PyObject **name, PyObject **entry)
+{
+    wire_item field, kind, part;
+    PyObject *elem = NULL, *dims = NULL;
+    int status = 0, typed = 0;
+    *name = NULL;
+    while (p < end) {
+        if (!wire_next(&p, end, &field) || field.wire_type != 2)
+            goto done;
+        if (field.number == 1) { /* name */
+            if (*name != NULL || (status = wire_str(&field, name)) != 1)
+                goto done;
+            status = 0;
+            continue;
+        }
+        if (field.number != 2 || typed) /* doc_string, metadata_props: left to Python */
+            goto done;
+        typed = 1;
+        int tensor = 0;
+        while (field.body < field.end) { /* TypeProto: a tensor type, once, or nothing */
+            if (!wire_next(&field.body, field.end, &kind) || kind.number != 1 || kind.wire_type != 2 || tensor)
+                goto done;
+            tensor = 1;
+            while (kind.body < kind.end) { /* TypeProto.Tensor */
+                if (!wire_next(&kind.body, kind.end, &part))
+                    goto done;
+                if (part.number == 1 && part.wire_type == 0 && elem == NULL) {
+                    if ((elem = PyLong_FromLong((long)(int32_t)part.varint)) == NULL) {
+                        status = -1;
+                        goto done;
+                    }
+                }
+                else if (part.number == 2 && part.wire_type == 2 && dims == NULL) {
+                    if ((status = wire_dims(part.body, part.end, &dims)) != 1)
+                        goto done;
+                    status = 0;
+                }
+                else
+                    goto done;
+            }
+        }
+    }
+    if (*name == NULL && (*name = PyUnicode_FromStringAndSize("", 0)) == NULL) {
+        status = -1;
+        goto done;
+    }
+    *entry = PyTuple_Pack(2, elem != NULL ? elem : Py_None, dims != NULL ? dims : Py_None);
+    status = *entry == NULL ? -1 : 1;
+done:
+    Py_XDECREF(elem);
+    Py_XDECREF(dims);
+    if (status != 1)
+        Py_CLEAR(*name);
+    return status;
+}
+
+PyDoc_STRVAR(value_types_doc,
+"value_types(data) -> (value_infos, outputs) or None\n\n"
+"The types of the main graph's value infos and outputs in the serialized ModelProto data:\n"
+"value_infos is {name: (elem_type, dims)} (a later entry of a name replaces an earlier one) and outputs a\n"
+"list of (name, (elem_type, dims)); elem_type is an int, or None when not set; dims a tuple of ints\n"
+"(dim_value), strs (dim_param) and None (neither), or None when the type has no shape; a value without a\n"
+"type or with an empty one is (None, None).  None when any of them is not read here: a type other than a\n"
+"tensor type, a denotation, a doc string or metadata, a field twice or of another wire type, a string that\n"
+"is not UTF-8, malformed bytes.  Then parse the model (mobile_ep.ir._plain_type reads it in Python).");
+
+static PyObject *
+speedups_value_types(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*:value_types", &data))
+        return NULL;
+    const unsigned char *p = data.buf, *end = p + data.len;
+    PyObject *infos = PyDict_New(), *outputs = PyList_New(0), *result = NULL, *name = NULL, *entry = NULL;
+    int status = 0, graphs = 0;
+    wire_item field, item;
+    if (infos == NULL || outputs == NULL) {
+        status = -1;
+        goto done;
+    }
+    while (p < end) {
+        if (!wire_next(&p, end, &field))
+            goto done;
+        if (field.number != 7) /* ModelProto.graph */
+            continue;
+        if (field.wire_type != 2 || graphs++) /* twice: merged when parsed */
+            goto done;
+        while (field.body < field.end) {
+            if (!wire_next(&field.body, field.end, &item))
+                goto done;
+            if (item.number != 12 && item.number != 13) /* output, value_info */
+                continue;
+            if (item.wire_type != 2 || (status = wire_typed_value(item.body, item.end, &name, &entry)) != 1)
+                goto done;
+            if (item.number == 13)
+                status = PyDict_SetItem(infos, name, entry) < 0 ? -1 : 0;
+            else {
+                PyObject *pair = PyTuple_Pack(2, name, entry);
+                status = pair == NULL || PyList_Append(outputs, pair) < 0 ? -1 : 0;
+                Py_XDECREF(pair);
+            }
+            Py_CLEAR(name);
+            Py_CLEAR(entry);
+            if (status < 0)
+                goto done;
+        }
+    }
+    result = PyTuple_Pack(2, infos, outputs);
+    status = result == NULL ? -1 : 1;
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(entry);
+    Py_XDECREF(infos);
+    Py_XDECREF(outputs);
+    PyBuffer_Release(&data);
+    if (status < 0)
+        return NULL;
+    if (status == 0)
+        Py_RETURN_NONE;
+    return result;
+}
+
+/* -------------------------------------------------------------------------------------------------- */
 static PyMethodDef speedups_methods[] = {
     {"producers", speedups_producers, METH_VARARGS, producers_doc},
     {"in_degrees", speedups_in_degrees, METH_O, in_degrees_doc},
@@ -2020,6 +2206,7 @@ static PyMethodDef speedups_methods[] = {
     {"numbytes", speedups_numbytes, METH_VARARGS, numbytes_doc},
     {"gather", speedups_gather, METH_VARARGS, gather_doc},
     {"shapes_within", speedups_shapes_within, METH_VARARGS, shapes_within_doc},
+    {"value_types", speedups_value_types, METH_VARARGS, value_types_doc},
     {NULL, NULL, 0, NULL},
 };
 

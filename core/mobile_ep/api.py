@@ -332,8 +332,8 @@ def backend_report(backend: Backend, proposal: BackendProposal, nodes: Sequence[
     partitions = []
     for i, p in enumerate(proposal.partitions):
         ops: dict[str, int] = {}
-        for n in p.nodes:
-            ops[op_label(n)] = ops.get(op_label(n), 0) + 1
+        for label in map(op_label, p.nodes):
+            ops[label] = ops.get(label, 0) + 1
         partitions.append(PartitionReport(
             [n.name or "" for n in p.nodes], dict(sorted(ops.items())),
             [v.name or "" for v in p.inputs if not v.is_initializer()], [v.name or "" for v in p.outputs],

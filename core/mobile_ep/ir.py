@@ -22,7 +22,7 @@ import re
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import onnx
 import onnx_ir as ir
@@ -754,15 +754,16 @@ def _inspect_values(model: onnx.ModelProto) -> None:
             inspector.value_info(value, "value")
 
 
-def _inferred_bytes(proto: onnx.ModelProto) -> bytes:
-    """ONNX shape inference with data propagation of *proto* (non-strict), as the serialized model: onnx's
-    own ``infer_shapes`` parses it into a ModelProto, which :func:`check_inferred_shapes` seldom needs."""
+def _inferred_bytes(proto: onnx.ModelProto, data_prop: bool = True) -> bytes:
+    """ONNX shape inference of *proto* (non-strict, with data propagation unless *data_prop* is False), as
+    the serialized model: onnx's own ``infer_shapes`` parses it into a ModelProto, which the callers seldom
+    need (:func:`check_inferred_shapes`, :func:`_deserialize_plain` read the bytes)."""
     try:
         from onnx.onnx_cpp2py_export import shape_inference as cpp
     except ImportError:  # (not where it was: the public function, and the model serialized again)
         return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False,
-                                                 data_prop=True).SerializeToString()
-    return cpp.infer_shapes(proto.SerializeToString(), False, False, True)
+                                                 data_prop=data_prop).SerializeToString()
+    return cpp.infer_shapes(proto.SerializeToString(), False, False, data_prop)
 
 
 def _element_limits() -> tuple[int, ...]:
@@ -806,13 +807,13 @@ def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = N
     read from a file :func:`ort_optimized` wrote without weights, the lazy tensors for them, made as the IR
     is built when it is built the quick way (else :meth:`UnwrittenWeights.attach` puts them in after).
     """
-    inferred = _infer_proto(proto) if shapes else None
+    inferred = _infer_bytes(proto) if shapes else None
     try:
         with _gc_paused():
             model = _deserialize_plain(proto, inferred, unwritten)
             named = model is not None and _named(proto.graph)
             if model is None:
-                with _annotated(proto, inferred):
+                with _annotated(proto, None if inferred is None else onnx.load_from_string(inferred)):
                     model = ir.serde.deserialize_model(proto)
     except Exception as exc:
         raise ModelError(f"cannot read the model's graph: {type(exc).__name__}: {exc}") from None
@@ -854,7 +855,7 @@ class _NotPlain(Exception):
     """:func:`_deserialize_plain` meets something it leaves to onnx_ir."""
 
 
-def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | None = None,
+def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | bytes | None = None,
                        unwritten: UnwrittenWeights | None = None) -> ir.Model | None:
     """``onnx_ir.serde.deserialize_model(proto)`` for a model of one plain graph, in less time, or
     None (then onnx_ir deserializes it) for anything else: subgraphs, functions, sparse or type
@@ -863,7 +864,9 @@ def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | None 
     not UTF-8.
 
     *inferred*: *proto* after shape inference, whose value infos and output types are used instead of
-    *proto*'s (what deserializing *proto* inside :func:`_annotated` gives, without copying them in).
+    *proto*'s (what deserializing *proto* inside :func:`_annotated` gives, without copying them in); as a
+    ModelProto or serialized (as :func:`_infer_bytes` gives it: its types are then read off the bytes
+    when they are plain, ``_speedups.value_types``, and values of the same dims share one frozen shape).
     *unwritten*: the initializers whose data went to the null device get its lazy tensors (what
     :meth:`UnwrittenWeights.attach` would put in their place afterwards).
 
@@ -877,11 +880,24 @@ def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | None 
     if (proto.functions or len(getattr(proto, "configuration", ())) or graph.quantization_annotation
             or graph.sparse_initializer):
         return None
-    types = graph if inferred is None else inferred.graph
-    if [v.name for v in types.output] != [v.name for v in graph.output]:
+    read = None
+    if isinstance(inferred, bytes):
+        speedups = _accel.speedups
+        read = speedups.value_types(inferred) if speedups is not None else None
+        if read is None:
+            inferred = onnx.load_from_string(inferred)
+    if read is not None:
+        value_info, outputs = read
+        typed = _shared_shapes_typer()
+    else:
+        types = graph if inferred is None else inferred.graph
+        value_info = {info.name: info for info in types.value_info}
+        outputs = [(info.name, info) for info in types.output]
+        typed = _plain_type
+    if [name for name, _ in outputs] != [v.name for v in graph.output]:
         return None
     try:
-        return _plain_model(proto, types, unwritten)
+        return _plain_model(proto, value_info, outputs, typed, unwritten)
     except (_NotPlain, UnicodeDecodeError):
         return None
 
@@ -921,10 +937,38 @@ def _plain_type(info: onnx.ValueInfoProto, value: ir.Value) -> None:
     value.doc_string = _optional(info, "doc_string")
 
 
-def _plain_model(proto: onnx.ModelProto, types: onnx.GraphProto, unwritten: UnwrittenWeights | None = None
-                 ) -> ir.Model:
-    """*proto* as onnx_ir builds it, with the value infos and outputs of *types* (and *unwritten*'s lazy
-    tensors for the weights it stands for)."""
+def _shared_shapes_typer() -> Callable[[tuple, ir.Value], None]:
+    """What :func:`_plain_type` does, for a type as ``_speedups.value_types`` read it: ``(element type or
+    None, dims or None)``.  Values of the same dims get the same frozen shape (immutable: onnx_ir makes
+    frozen shapes to be shared), made once."""
+    shapes: dict[tuple, ir.Shape] = {}
+    types = _DATA_TYPES_BY_NUMBER
+
+    def typed(entry: tuple, value: ir.Value) -> None:
+        elem, dims = entry
+        if dims is None:
+            value.shape = None
+        else:
+            shape = shapes.get(dims)
+            if shape is None:  # (str dims become symbolic dims, None ones unknown: as _plain_type makes them)
+                shape = shapes[dims] = ir.Shape(dims, frozen=True)
+            value.shape = shape
+        if elem is None:
+            value.type = None
+        else:
+            dtype = types.get(elem)
+            if dtype is None:
+                raise _NotPlain  # onnx_ir's error names it
+            value.type = ir.TensorType(dtype)
+
+    return typed
+
+
+def _plain_model(proto: onnx.ModelProto, value_info: Mapping[str, object], outputs: Sequence[tuple[str, object]],
+                 typed: Callable[[object, ir.Value], None], unwritten: UnwrittenWeights | None = None) -> ir.Model:
+    """*proto* as onnx_ir builds it, with the value infos *value_info* (by name) and the outputs *outputs*
+    (name and type, in order), whose types *typed* puts on values (and *unwritten*'s lazy tensors for the
+    weights it stands for)."""
     graph = proto.graph
     Value = ir.Value
     inputs = []
@@ -934,7 +978,6 @@ def _plain_model(proto: onnx.ModelProto, types: onnx.GraphProto, unwritten: Unwr
         _plain_type(info, value)
         inputs.append(value)
         values[info.name] = value
-    value_info = {info.name: info for info in types.value_info}
     initializers = []
     lazy = None if unwritten is None else unwritten.lazy_tensor
     for tensor_proto in graph.initializer:
@@ -950,7 +993,7 @@ def _plain_model(proto: onnx.ModelProto, types: onnx.GraphProto, unwritten: Unwr
             value = Value(None, index=None, name=name, type=ir.TensorType(tensor.dtype), shape=tensor.shape,
                           const_value=tensor)
             if name in value_info:
-                _plain_type(value_info[name], value)
+                typed(value_info[name], value)
             values[name] = value
         initializers.append(value)
     for node in graph.node:
@@ -961,7 +1004,7 @@ def _plain_model(proto: onnx.ModelProto, types: onnx.GraphProto, unwritten: Unwr
                 raise _NotPlain  # onnx_ir refuses it, in its words
             value = values[name] = Value(name=name)
             if name in value_info:
-                _plain_type(value_info[name], value)
+                typed(value_info[name], value)
     plain = _PLAIN_ATTRIBUTES
     Attr = ir.Attr
     nodes = []
@@ -984,14 +1027,14 @@ def _plain_model(proto: onnx.ModelProto, types: onnx.GraphProto, unwritten: Unwr
             outputs=[values[name] if name else Value(name="") for name in node.output], name=node.name,
             doc_string=_optional(node, "doc_string"),
             metadata_props=ir.serde.deserialize_metadata_props(node.metadata_props)))
-    outputs = []
-    for info in types.output:
-        value = values.get(info.name)
+    graph_outputs = []
+    for name, entry in outputs:
+        value = values.get(name)
         if value is None:
             raise _NotPlain  # an output nothing produces: onnx_ir warns
-        _plain_type(info, value)
-        outputs.append(value)
-    ir_graph = ir.Graph(inputs, outputs, nodes=nodes, initializers=initializers,
+        typed(entry, value)
+        graph_outputs.append(value)
+    ir_graph = ir.Graph(inputs, graph_outputs, nodes=nodes, initializers=initializers,
                         doc_string=_optional(graph, "doc_string"), name=_optional(graph, "name"),
                         metadata_props=ir.serde.deserialize_metadata_props(graph.metadata_props))
     ir_graph.opset_imports.update({opset.domain: opset.version for opset in proto.opset_import})
@@ -1019,17 +1062,22 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _infer_proto(proto: onnx.ModelProto) -> onnx.ModelProto | None:
-    """ONNX shape inference (non-strict, no data propagation) of *proto*, its weights not copied.
+    """:func:`_infer_bytes` parsed."""
+    data = _infer_bytes(proto)
+    return None if data is None else onnx.load_from_string(data)
+
+
+def _infer_bytes(proto: onnx.ModelProto) -> bytes | None:
+    """ONNX shape inference (non-strict, no data propagation) of *proto*, its weights not copied, as the
+    serialized model.
 
     The input is what :func:`infer_shapes` gives ONNX for the same model: every initializer is also an
     input, those over 1000 bytes without their data.  ``None`` (with the pass's warning) if it fails.
     """
     import logging
 
-    infer = functools.partial(onnx.shape_inference.infer_shapes, check_type=False, strict_mode=False,
-                              data_prop=False)
     try:
-        return infer(_inference_input(proto))
+        return _inferred_bytes(_inference_input(proto), data_prop=False)
     except Exception as exc:  # as the pass does, with its logger and message: shapes are left as they are
         logging.getLogger("onnx_ir.passes.common.shape_inference").warning(
             "Shape inference failed: %s. Model is left unchanged", exc_info=exc)
