@@ -642,6 +642,7 @@ def test_value_types_leaves_to_python_what_it_does_not_read():
             helper.make_tensor_type_proto(1, [2]))),
         "a type denotation": value(d=lambda v: setattr(v.type, "denotation", "IMAGE")),
         "a dim denotation": value(d=lambda v: setattr(v.type.tensor_type.shape.dim[0], "denotation", "BATCH")),
+        "a denotation on a named dim": value(d=lambda v: setattr(v.type.tensor_type.shape.dim[1], "denotation", "X")),
         "a denotation on an unknown dim": value(c=lambda v: v.type.tensor_type.shape.dim[1].Clear(),
                                                 d=lambda v: setattr(v.type.tensor_type.shape.dim[1], "denotation", "X")),
         "a doc string": value(d=lambda v: setattr(v, "doc_string", "why")),

@@ -2051,6 +2051,7 @@ wire_dims(const unsigned char *p, const unsigned char *end, PyObject **out)
             else if (part.number == 2 && part.wire_type == 2) {
                 if ((status = wire_str(&part, &dim)) != 1)
                     goto done;
+                status = 0;
             }
             else /* a denotation, or a field onnx.proto does not have */
                 goto done;
