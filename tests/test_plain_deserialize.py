@@ -59,7 +59,7 @@ def test_the_same_model_as_onnx_ir_on_every_onnx_node_test():
 def test_the_same_model_as_onnx_ir_on_the_light_models_as_shipped_and_optimized(path, tmp_path):
     optimized = onnx.load(str(mir.ort_optimized(path, tmp_path, weights=False)), load_external_data=False)
     for proto in (onnx.load(str(path)), optimized):
-        inferred = mir._infer_proto(proto)
+        inferred = onnx.load_from_string(mir._infer_bytes(proto))
         model = mir._deserialize_plain(proto, inferred)  # with the inferred shapes, as from_proto reads it
         assert model is not None and any(v.shape for n in model.graph for v in n.outputs)
         with mir._annotated(proto, inferred):  # onnx_ir, with the inferred shapes copied in
@@ -259,7 +259,7 @@ def test_the_unwritten_weights_are_made_lazy_as_the_graph_is_built(path, tmp_pat
     unwritten = mir._UNWRITTEN.get(out)
     proto = mir._read_session_output(out)
     assert unwritten is not None and proto is not None
-    inferred = mir._infer_proto(proto)
+    inferred = onnx.load_from_string(mir._infer_bytes(proto))
     quick = mir._deserialize_plain(proto, inferred, unwritten)
     after = mir._deserialize_plain(proto, inferred)
     unwritten.attach(after, graphs=[after.graph])

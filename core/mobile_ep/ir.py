@@ -1061,12 +1061,6 @@ def _gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _infer_proto(proto: onnx.ModelProto) -> onnx.ModelProto | None:
-    """:func:`_infer_bytes` parsed."""
-    data = _infer_bytes(proto)
-    return None if data is None else onnx.load_from_string(data)
-
-
 def _infer_bytes(proto: onnx.ModelProto) -> bytes | None:
     """ONNX shape inference (non-strict, no data propagation) of *proto*, its weights not copied, as the
     serialized model.
@@ -1092,7 +1086,7 @@ _WHOLE_COPY_MAX_BYTES = 1 << 16
 
 
 def _inference_input(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """The model :func:`_infer_proto` gives ONNX: *proto*'s opsets, functions, nodes, inputs, outputs and
+    """The model :func:`_infer_bytes` gives ONNX: *proto*'s opsets, functions, nodes, inputs, outputs and
     value infos, every initializer also an input, those over 1000 bytes (or external) without their data.
 
     When what is left out is small (an optimized model's weights are external), the model is copied in
