@@ -594,14 +594,20 @@ def _types_read(data: bytes) -> tuple | None:
     return infos, outputs
 
 
+@pytest.fixture(scope="module")
+def optimized_light(tmp_path_factory) -> list[onnx.ModelProto]:
+    """The light models as ort_optimized writes them for check (weights to the null device), parsed."""
+    return [onnx.load(str(mir.ort_optimized(path, tmp_path_factory.mktemp(path.stem), weights=False)),
+                      load_external_data=False) for path in LIGHT_MODELS]
+
+
 @needs_c
-def test_value_types_reads_the_inferred_types_of_every_onnx_node_test_and_light_model(tmp_path):
+def test_value_types_reads_the_inferred_types_of_every_onnx_node_test_and_light_model(optimized_light):
     from mobile_ep.testing import onnx_node_cases
 
     models = [onnx.ModelProto.FromString(case.model_bytes) for case in onnx_node_cases()]
     models += [mir.read_proto(path) for path in LIGHT_MODELS]
-    models += [onnx.load(str(mir.ort_optimized(path, tmp_path / path.stem, weights=False)), load_external_data=False)
-               for path in LIGHT_MODELS if (tmp_path / path.stem).mkdir() is None]
+    models += optimized_light
     read = 0
     for proto in models:
         data = mir._infer_bytes(proto)
@@ -696,15 +702,13 @@ def test_value_types_reads_mutated_bytes_as_a_parse_does(data):
         assert read is None or read == _types_read(raw)
 
 
-def test_the_plain_deserializer_reads_the_inferred_bytes_as_the_parsed_model(tmp_path):
+def test_the_plain_deserializer_reads_the_inferred_bytes_as_the_parsed_model(optimized_light):
     """_deserialize_plain given the inferred model serialized (types off the bytes, shapes shared) builds what it
     builds from the parsed model; with or without the extension."""
     from test_plain_deserialize import assert_same
 
-    for path in LIGHT_MODELS:
-        out = tmp_path / path.stem
-        out.mkdir()
-        proto = onnx.load(str(mir.ort_optimized(path, out, weights=False)), load_external_data=False)
+    assert len(optimized_light) == len(LIGHT_MODELS) > 0
+    for proto in optimized_light:
         data = mir._infer_bytes(proto)
         expected = mir._deserialize_plain(proto, onnx.ModelProto.FromString(data))
         model = mir._deserialize_plain(proto, data)
