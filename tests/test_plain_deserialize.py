@@ -52,6 +52,7 @@ def test_the_same_model_as_onnx_ir_on_every_onnx_node_test():
         if model is not None:
             plain += 1
             assert_same(model, reference)
+            assert_same(mir._deserialize_plain(proto, serialized=case.model_bytes), reference)  # inputs off the bytes
     assert plain > 1500  # (the others have subgraphs, functions, or sequence and optional types)
 
 
@@ -65,6 +66,9 @@ def test_the_same_model_as_onnx_ir_on_the_light_models_as_shipped_and_optimized(
         with mir._annotated(proto, inferred):  # onnx_ir, with the inferred shapes copied in
             assert_same(model, ir.serde.deserialize_model(proto))
             assert_same(mir._deserialize_plain(proto), ir.serde.deserialize_model(proto))
+            for types in (inferred, inferred.SerializeToString()):  # inputs read off the bytes, as load reads them
+                assert_same(mir._deserialize_plain(proto, types, serialized=proto.SerializeToString()),
+                            ir.serde.deserialize_model(proto))
 
 
 def _plain_model_with(nodes, inputs=None, outputs=None, initializers=(), **kwargs) -> onnx.ModelProto:
@@ -248,6 +252,25 @@ def test_denotations_doc_strings_and_metadata_come_through():
     assert model is not None
     assert_same(model, ir.serde.deserialize_model(proto))
     assert model.graph.inputs[0].shape.get_denotation(0) == "DATA_BATCH"
+    # the graph's inputs read off the bytes: one with a denotation is left to Python, a plain one is not
+    proto.graph.input.append(tensor("z", ["M", 3]))
+    proto.graph.input.append(tensor("z2", [4, None], TensorProto.INT64))
+    types = mir._accel.speedups.input_types(proto.SerializeToString())
+    assert types == [None, ("z", (TensorProto.FLOAT, ("M", 3))), ("z2", (TensorProto.INT64, (4, None)))]
+    assert_same(mir._deserialize_plain(proto, serialized=proto.SerializeToString()), ir.serde.deserialize_model(proto))
+
+
+def test_input_types_reads_what_it_can_and_refuses_malformed_bytes():
+    speedups = mir._accel.speedups
+    if speedups is None:
+        pytest.skip("the C extension is not built")
+    proto = _plain_model_with([helper.make_node("Relu", ["x"], ["y"], name="r")],
+                              inputs=[tensor("x", [2, "N"]), onnx.ValueInfoProto(name="u"),
+                                      helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)])
+    data = proto.SerializeToString()
+    assert speedups.input_types(data) == [("x", (TensorProto.FLOAT, (2, "N"))), ("u", (None, None)), None]
+    assert speedups.input_types(data[:-3]) is None  # truncated
+    assert speedups.input_types(b"") == []
 
 
 @pytest.mark.parametrize("path", [LIGHT[0], LIGHT[-1]], ids=[LIGHT[0].stem, LIGHT[-1].stem])

@@ -2193,6 +2193,68 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(input_types_doc,
+"input_types(data) -> [(name, (elem_type, dims)) or None, ...] or None\n\n"
+"The types of the main graph's inputs in the serialized ModelProto data, in order, read as value_types\n"
+"reads a value info: one entry per input, None for an input it does not read (a doc string, metadata, a\n"
+"denotation, another type than a tensor type, a string that is not UTF-8: mobile_ep.ir._plain_type reads\n"
+"that one from the parsed model).  None for malformed bytes or a graph field given twice.");
+
+static PyObject *
+speedups_input_types(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*:input_types", &data))
+        return NULL;
+    const unsigned char *p = data.buf, *end = p + data.len;
+    PyObject *inputs = PyList_New(0), *name = NULL, *entry = NULL;
+    int status = 0, graphs = 0;
+    wire_item field, item;
+    if (inputs == NULL) {
+        status = -1;
+        goto done;
+    }
+    while (p < end) {
+        if (!wire_next(&p, end, &field))
+            goto done;
+        if (field.number != 7) /* ModelProto.graph */
+            continue;
+        if (field.wire_type != 2 || graphs++) /* twice: merged when parsed */
+            goto done;
+        while (field.body < field.end) {
+            if (!wire_next(&field.body, field.end, &item))
+                goto done;
+            if (item.number != 11) /* input */
+                continue;
+            if (item.wire_type != 2)
+                goto done;
+            int read = wire_typed_value(item.body, item.end, &name, &entry);
+            if (read < 0) {
+                status = -1;
+                goto done;
+            }
+            PyObject *pair = read == 1 ? PyTuple_Pack(2, name, entry) : Py_NewRef(Py_None);
+            status = pair == NULL || PyList_Append(inputs, pair) < 0 ? -1 : 0;
+            Py_XDECREF(pair);
+            Py_CLEAR(name);
+            Py_CLEAR(entry);
+            if (status < 0)
+                goto done;
+        }
+    }
+    status = 1;
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(entry);
+    PyBuffer_Release(&data);
+    if (status == 1)
+        return inputs;
+    Py_XDECREF(inputs);
+    if (status < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* -------------------------------------------------------------------------------------------------- */
 static PyMethodDef speedups_methods[] = {
     {"producers", speedups_producers, METH_VARARGS, producers_doc},
@@ -2208,6 +2270,7 @@ static PyMethodDef speedups_methods[] = {
     {"gather", speedups_gather, METH_VARARGS, gather_doc},
     {"shapes_within", speedups_shapes_within, METH_VARARGS, shapes_within_doc},
     {"value_types", speedups_value_types, METH_VARARGS, value_types_doc},
+    {"input_types", speedups_input_types, METH_VARARGS, input_types_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -607,8 +607,16 @@ def _data_locations(tensor: onnx.TensorProto) -> list[str]:
 
 
 def _read_session_output(p: pathlib.Path) -> onnx.ModelProto | None:
-    """The optimized model :func:`ort_optimized` had onnxruntime write without its weights, parsed, or
-    None (then :func:`read_proto` reads it) for anything but the plain form of such a file.
+    """The optimized model :func:`ort_optimized` had onnxruntime write without its weights, parsed and
+    inspected, or None: :func:`_session_output` without the bytes."""
+    read = _session_output(p)
+    return None if read is None else read[0]
+
+
+def _session_output(p: pathlib.Path) -> tuple[onnx.ModelProto, bytes] | None:
+    """The optimized model :func:`ort_optimized` had onnxruntime write without its weights, parsed, and the
+    bytes it was parsed from, or None (then :func:`read_proto` reads it) for anything but the plain form
+    of such a file.
 
     The header and every initializer are inspected as :func:`read_proto` would (data type, dims, data
     size, external-data references, which must all be :data:`OPTIMIZED_DATA`); the graph's structure
@@ -618,8 +626,9 @@ def _read_session_output(p: pathlib.Path) -> onnx.ModelProto | None:
     initializers, tensor, graph or type attributes, or external data elsewhere gets the full inspection.
     """
     try:
+        data = p.read_bytes()
         proto = onnx.ModelProto()
-        proto.ParseFromString(p.read_bytes())
+        proto.ParseFromString(data)
     except Exception:
         return None  # read_proto says what is wrong
     if proto.functions or proto.training_info or proto.graph.sparse_initializer:
@@ -637,7 +646,7 @@ def _read_session_output(p: pathlib.Path) -> onnx.ModelProto | None:
             inspector.tensor(tensor, f"initializer {tensor.name!r}")
     except _Refused as exc:
         raise ModelError(f"{p}: {exc}") from None
-    return proto
+    return proto, data
 
 
 def _checker_message(exc: BaseException) -> str:
@@ -799,18 +808,19 @@ def _all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
 
 
 def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = None, shapes: bool = True,
-               unwritten: UnwrittenWeights | None = None) -> ir.Model:
+               unwritten: UnwrittenWeights | None = None, serialized: bytes | None = None) -> ir.Model:
     """An IR model from a ModelProto, with inferred shapes and a name on every node and value.
 
     Shapes are inferred on the protobuf before it becomes IR (the IR is built once, not serialized and
     built again as :func:`infer_shapes` must); *proto* is left as it was.  *unwritten*: where *proto* was
     read from a file :func:`ort_optimized` wrote without weights, the lazy tensors for them, made as the IR
     is built when it is built the quick way (else :meth:`UnwrittenWeights.attach` puts them in after).
+    *serialized*: the bytes *proto* was parsed from, if at hand (:func:`_deserialize_plain`).
     """
     inferred = _infer_bytes(proto) if shapes else None
     try:
         with _gc_paused():
-            model = _deserialize_plain(proto, inferred, unwritten)
+            model = _deserialize_plain(proto, inferred, unwritten, serialized)
             named = model is not None and _named(proto.graph)
             if model is None:
                 with _annotated(proto, None if inferred is None else onnx.load_from_string(inferred)):
@@ -856,7 +866,7 @@ class _NotPlain(Exception):
 
 
 def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | bytes | None = None,
-                       unwritten: UnwrittenWeights | None = None) -> ir.Model | None:
+                       unwritten: UnwrittenWeights | None = None, serialized: bytes | None = None) -> ir.Model | None:
     """``onnx_ir.serde.deserialize_model(proto)`` for a model of one plain graph, in less time, or
     None (then onnx_ir deserializes it) for anything else: subgraphs, functions, sparse or type
     attributes, attribute references, quantization annotations, device configurations, values of other
@@ -868,7 +878,10 @@ def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | bytes
     ModelProto or serialized (as :func:`_infer_bytes` gives it: its types are then read off the bytes
     when they are plain, ``_speedups.value_types``, and values of the same dims share one frozen shape).
     *unwritten*: the initializers whose data went to the null device get its lazy tensors (what
-    :meth:`UnwrittenWeights.attach` would put in their place afterwards).
+    :meth:`UnwrittenWeights.attach` would put in their place afterwards).  *serialized*: the bytes *proto*
+    was parsed from, when the caller has them: the graph's inputs are typed as read off them
+    (``_speedups.input_types``), a tenth of the time of reading each from *proto* (onnxruntime's output for
+    an IR 3 model keeps an input for every initializer it folded away: hundreds on the light_* models).
 
     The same objects, made by the same constructors with the same arguments
     (tests/test_plain_deserialize.py compares the two on every ONNX node test and the light_* models,
@@ -881,8 +894,9 @@ def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | bytes
             or graph.sparse_initializer):
         return None
     read = None
+    speedups = _accel.speedups
+    input_types = speedups.input_types(serialized) if speedups is not None and serialized is not None else None
     if isinstance(inferred, bytes):
-        speedups = _accel.speedups
         read = speedups.value_types(inferred) if speedups is not None else None
         if read is None:
             inferred = onnx.load_from_string(inferred)
@@ -897,7 +911,7 @@ def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | bytes
     if [name for name, _ in outputs] != [v.name for v in graph.output]:
         return None
     try:
-        return _plain_model(proto, value_info, outputs, typed, unwritten)
+        return _plain_model(proto, value_info, outputs, typed, unwritten, input_types)
     except (_NotPlain, UnicodeDecodeError):
         return None
 
@@ -965,19 +979,29 @@ def _shared_shapes_typer() -> Callable[[tuple, ir.Value], None]:
 
 
 def _plain_model(proto: onnx.ModelProto, value_info: Mapping[str, object], outputs: Sequence[tuple[str, object]],
-                 typed: Callable[[object, ir.Value], None], unwritten: UnwrittenWeights | None = None) -> ir.Model:
+                 typed: Callable[[object, ir.Value], None], unwritten: UnwrittenWeights | None = None,
+                 input_types: Sequence[tuple | None] | None = None) -> ir.Model:
     """*proto* as onnx_ir builds it, with the value infos *value_info* (by name) and the outputs *outputs*
     (name and type, in order), whose types *typed* puts on values (and *unwritten*'s lazy tensors for the
-    weights it stands for)."""
+    weights it stands for).  *input_types*: the graph's inputs as ``_speedups.input_types`` read them off
+    *proto*'s bytes (an entry None: read from *proto*)."""
     graph = proto.graph
     Value = ir.Value
     inputs = []
     values: dict[str, ir.Value] = {}
-    for info in graph.input:
-        value = Value(name=info.name)
-        _plain_type(info, value)
+    if input_types is None or len(input_types) != len(graph.input):
+        input_types = [None] * len(graph.input)
+    typed_input = _shared_shapes_typer() if typed is _plain_type else typed  # (for the entries read off the bytes)
+    for i, entry in enumerate(input_types):
+        if entry is None:  # (not read off the bytes: read from the parsed input)
+            info = graph.input[i]
+            value = Value(name=info.name)
+            _plain_type(info, value)
+        else:
+            value = Value(name=entry[0])
+            typed_input(entry[1], value)
         inputs.append(value)
-        values[info.name] = value
+        values[value.name] = value
     initializers = []
     lazy = None if unwritten is None else unwritten.lazy_tensor
     for tensor_proto in graph.initializer:
@@ -1258,8 +1282,9 @@ def load(path: str | os.PathLike, *, shapes: bool = True, check: bool = True) ->
     """
     p = _check_path(path)
     unwritten = _UNWRITTEN.get(p)
-    proto = None if unwritten is None else _read_session_output(p)
-    flat = proto is not None  # (no subgraphs: _read_session_output takes only such files)
+    read = None if unwritten is None else _session_output(p)
+    proto, data = (None, None) if read is None else read
+    flat = proto is not None  # (no subgraphs: _session_output takes only such files)
     if proto is None:
         proto = read_proto(p, unwritten=None if unwritten is None else OPTIMIZED_DATA)
     if check:
@@ -1267,7 +1292,7 @@ def load(path: str | os.PathLike, *, shapes: bool = True, check: bool = True) ->
         check_inferred_shapes(proto, str(p))
     if unwritten is None:
         return from_proto(proto, base_dir=p.parent, shapes=shapes)
-    model = from_proto(proto, shapes=shapes, unwritten=unwritten)
+    model = from_proto(proto, shapes=shapes, unwritten=unwritten, serialized=data)
     unwritten.attach(model, base_dir=p.parent, graphs=[model.graph] if flat else None)  # (when onnx_ir built it)
     return model
 
