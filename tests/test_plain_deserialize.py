@@ -306,3 +306,92 @@ def test_the_unwritten_weights_are_made_lazy_as_the_graph_is_built(path, tmp_pat
         if entry.key == "location":
             entry.value = "other.bin"
     assert unwritten.lazy_tensor(first) is not None and unwritten.lazy_tensor(elsewhere) is None
+
+
+def _inference_input_cases() -> dict[str, onnx.ModelProto]:
+    """Models whose initializers cover what _inference_input decides on: size, type, location, listing."""
+    relu = [helper.make_node("Relu", ["x"], ["y"], name="r")]
+    strings = helper.make_tensor("s", TensorProto.STRING, [2], [b"ab", b"c" * 2000])
+    short = helper.make_tensor("t", TensorProto.STRING, [1], [b"abc"])
+    int4 = helper.make_tensor("q", TensorProto.INT4, [3], [1, 2, 3])
+    external = const("e", np.ones(4, np.float32))
+    onnx.external_data_helper.set_external_data(external, "w.bin")
+    external.ClearField("raw_data")
+    odd = TensorProto(name="o", data_type=9999, dims=[2])  # an element type number onnx does not know
+    unpacked = const("u", np.ones((2, 3), np.float32))
+    listed = const("x2", np.ones(2, np.float32))
+    cases = {
+        "sizes": _plain_model_with(relu, initializers=[const("small", np.ones(250, np.float32)),
+                                                        const("big", np.ones(251, np.float32)),
+                                                        const("scalar", np.float32(1))]),
+        "strings, sub-byte, external, unknown": _plain_model_with(relu, initializers=[strings, short, int4, external,
+                                                                                        odd]),
+        "listed as input, twice": _plain_model_with(relu, inputs=[tensor("x", [2]), tensor("x2", [2])],
+                                                    initializers=[listed, const("d", [1.0]), const("d", [2.0])]),
+        "IR 3 with functions and value infos": _plain_model_with(relu, initializers=[unpacked], ir_version=3),
+    }
+    cases["IR 3 with functions and value infos"].graph.value_info.append(tensor("y", [2]))
+    cases["IR 3 with functions and value infos"].functions.append(helper.make_function(
+        "local", "f", ["a"], ["b"], [helper.make_node("Relu", ["a"], ["b"])], [helper.make_opsetid("", 13)]))
+    cases["IR 3 with functions and value infos"].graph.doc_string = "dropped"
+    return cases
+
+
+@pytest.mark.parametrize("name", list(_inference_input_cases()))
+def test_the_inference_input_written_in_c_is_the_one_built_in_python(name):
+    speedups = mir._accel.speedups
+    if speedups is None:
+        pytest.skip("the C extension is not built")
+    proto = _inference_input_cases()[name]
+    data = proto.SerializeToString()
+    written = speedups.inference_input(data, mir._ELEMENT_BITS, mir._INFERENCE_DATA_MAX_BYTES)
+    assert written is not None
+    assert onnx.ModelProto.FromString(written) == mir._inference_input(proto)
+    assert mir._infer_bytes(proto, data) == mir._infer_bytes(proto)  # (the same shapes inferred, either way)
+
+
+def test_the_inference_input_leaves_to_python_what_it_does_not_write():
+    speedups = mir._accel.speedups
+    if speedups is None:
+        pytest.skip("the C extension is not built")
+    relu = [helper.make_node("Relu", ["x"], ["y"], name="r")]
+    negative = TensorProto(name="n", data_type=TensorProto.FLOAT, dims=[-1])
+    unnamed = const("", np.ones(2, np.float32))
+    sparse = _plain_model_with(relu)
+    sparse.graph.sparse_initializer.add().values.CopyFrom(const("v", np.ones(1, np.float32)))
+    training = _plain_model_with(relu)
+    training.training_info.add()
+    for proto in (_plain_model_with(relu, initializers=[negative]), _plain_model_with(relu, initializers=[unnamed]),
+                  sparse, training):
+        assert speedups.inference_input(proto.SerializeToString(), mir._ELEMENT_BITS, 1000) is None
+    data = _plain_model_with(relu, initializers=[const("w", np.ones(2, np.float32))]).SerializeToString()
+    assert speedups.inference_input(data[:-2], mir._ELEMENT_BITS, 1000) is None  # truncated
+    assert speedups.inference_input(data + data, mir._ELEMENT_BITS, 1000) is None  # the graph twice (merged)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def test_the_inference_input_reads_packed_dims():
+    """onnx.proto is proto2: writers put each dim in a field of its own, but a parser takes them packed too."""
+    speedups = mir._accel.speedups
+    if speedups is None:
+        pytest.skip("the C extension is not built")
+    model = _plain_model_with([helper.make_node("Add", ["x", "w"], ["y"], name="a")],
+                              inputs=[tensor("x", [2, 3])], outputs=[tensor("y", [2, 3])])
+    dims = _varint(2) + _varint(3)
+    weight = (b"\x0a" + _varint(len(dims)) + dims + b"\x10\x01" + b"\x42\x01w"
+              + b"\x4a" + _varint(24) + np.ones(6, np.float32).tobytes())
+    graph = model.graph.SerializeToString() + b"\x2a" + _varint(len(weight)) + weight
+    model.ClearField("graph")
+    data = model.SerializeToString() + b"\x3a" + _varint(len(graph)) + graph
+    proto = onnx.ModelProto.FromString(data)
+    assert list(proto.graph.initializer[0].dims) == [2, 3]
+    written = speedups.inference_input(data, mir._ELEMENT_BITS, mir._INFERENCE_DATA_MAX_BYTES)
+    assert onnx.ModelProto.FromString(written) == mir._inference_input(proto)

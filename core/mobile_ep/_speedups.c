@@ -2256,6 +2256,323 @@ done:
 }
 
 /* -------------------------------------------------------------------------------------------------- */
+/* inference_input: the model mobile_ep.ir._inference_input builds, written from the bytes              */
+/* -------------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    unsigned char *data;
+    size_t len, cap;
+} wire_buffer;
+
+static int
+buffer_put(wire_buffer *b, const void *bytes, size_t n)
+{
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n)
+            cap *= 2;
+        unsigned char *data = PyMem_Realloc(b->data, cap);
+        if (data == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->data = data;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, bytes, n);
+    b->len += n;
+    return 0;
+}
+
+/* v as a varint into out (room for 10 bytes); its length. */
+static size_t
+varint_bytes(uint64_t v, unsigned char *out)
+{
+    size_t n = 0;
+    do {
+        out[n] = (unsigned char)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            out[n] |= 0x80;
+        n++;
+    } while (v);
+    return n;
+}
+
+static int
+buffer_varint(wire_buffer *b, uint64_t v)
+{
+    unsigned char out[10];
+    return buffer_put(b, out, varint_bytes(v, out));
+}
+
+/* A length-delimited field: its key, the length of [body, body + n) and those bytes. */
+static int
+buffer_field(wire_buffer *b, uint64_t number, const void *body, size_t n)
+{
+    if (buffer_varint(b, number << 3 | 2) < 0 || buffer_varint(b, n) < 0)
+        return -1;
+    return buffer_put(b, body, n);
+}
+
+/* What inference_input reads of an initializer (TensorProto). */
+typedef struct {
+    const unsigned char *name, *name_end;
+    uint64_t data_type;
+    int external;
+    uint64_t string_bytes;
+    wire_buffer dims; /* the dims, each a varint as on the wire */
+    int rank;
+    long long elements; /* -1: a dim below zero, or too many elements to count */
+} wire_initializer;
+
+/* 1 read, 0 not plain (the caller leaves the model to Python), -1 a Python error. */
+static int
+wire_read_initializer(const unsigned char *p, const unsigned char *end, wire_initializer *t)
+{
+    wire_item field;
+    memset(t, 0, sizeof *t);
+    t->elements = 1;
+    while (p < end) {
+        if (!wire_next(&p, end, &field))
+            return 0;
+        if (field.number == 1) { /* dims: packed or one by one */
+            const unsigned char *q = field.body, *q_end = field.end;
+            uint64_t dim;
+            int packed = field.wire_type == 2;
+            if (!packed && field.wire_type != 0)
+                return 0;
+            do {
+                if (packed) {
+                    if (q >= q_end)
+                        break;
+                    if (!wire_varint(&q, q_end, &dim))
+                        return 0;
+                }
+                else
+                    dim = field.varint;
+                if (buffer_varint(&t->dims, dim) < 0)
+                    return -1;
+                t->rank++;
+                long long d = (long long)dim;
+                if (d < 0 || t->elements < 0 || (d > 0 && t->elements > LLONG_MAX / 64 / d))
+                    t->elements = -1;
+                else
+                    t->elements *= d;
+            } while (packed);
+        }
+        else if (field.number == 2 && field.wire_type == 0)
+            t->data_type = field.varint;
+        else if (field.number == 6 && field.wire_type == 2)
+            t->string_bytes += (uint64_t)(field.end - field.body);
+        else if (field.number == 8 && field.wire_type == 2) {
+            t->name = field.body;
+            t->name_end = field.end;
+        }
+        else if (field.number == 14 && field.wire_type == 0)
+            t->external = field.varint == 1;
+        else if (field.number == 1 || field.number == 2 || field.number == 6 || field.number == 8 || field.number == 14)
+            return 0; /* a known field in another wire type */
+    }
+    return 1;
+}
+
+/* The input inference_input adds for an initializer: a ValueInfoProto of its name, element type and dims. */
+static int
+buffer_initializer_input(wire_buffer *graph, const wire_initializer *t)
+{
+    wire_buffer shape = {0}, tensor = {0}, type = {0}, info = {0};
+    const unsigned char *q = t->dims.data, *q_end = t->dims.data + t->dims.len;
+    int status = -1;
+    while (q < q_end) { /* TensorShapeProto.dim: a Dimension with dim_value */
+        uint64_t dim;
+        unsigned char part[11] = {1 << 3 | 0};
+        wire_varint(&q, q_end, &dim); /* (written by wire_read_initializer: well formed) */
+        if (buffer_field(&shape, 1, part, 1 + varint_bytes(dim, part + 1)) < 0)
+            goto done;
+    }
+    if (buffer_varint(&tensor, 1 << 3 | 0) < 0 || buffer_varint(&tensor, t->data_type) < 0
+        || buffer_field(&tensor, 2, shape.data, shape.len) < 0 || buffer_field(&type, 1, tensor.data, tensor.len) < 0
+        || buffer_field(&info, 1, t->name, (size_t)(t->name_end - t->name)) < 0
+        || buffer_field(&info, 2, type.data, type.len) < 0 || buffer_field(graph, 11, info.data, info.len) < 0)
+        goto done;
+    status = 0;
+done:
+    PyMem_Free(shape.data);
+    PyMem_Free(tensor.data);
+    PyMem_Free(type.data);
+    PyMem_Free(info.data);
+    return status;
+}
+
+PyDoc_STRVAR(inference_input_doc,
+"inference_input(data, bits, max_bytes) -> bytes or None\n\n"
+"The serialized model mobile_ep.ir._inference_input builds from the serialized ModelProto data: its IR\n"
+"version, opsets, functions, and a graph of its name, nodes, inputs, outputs and value infos, every\n"
+"initializer not already an input added as one (its element type and dims), and the initializers of at\n"
+"most max_bytes bytes kept (external ones never).  bits[data_type] is the bits an element of that type\n"
+"takes (-1: unknown; 8 is the string type, whose size is its strings' bytes).  None where the model is\n"
+"left to Python: malformed bytes, a graph given twice, training information, sparse initializers, an\n"
+"initializer without a name or with a dim below zero.");
+
+static PyObject *
+speedups_inference_input(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    PyObject *bits;
+    long long max_bytes;
+    if (!PyArg_ParseTuple(args, "y*O!L:inference_input", &data, &PyTuple_Type, &bits, &max_bytes))
+        return NULL;
+    const unsigned char *p = data.buf, *end = p + data.len;
+    wire_buffer model = {0}, graph = {0}, kept = {0}, added = {0};
+    wire_initializer t = {0};
+    PyObject *listed = PySet_New(NULL), *result = NULL;
+    uint64_t ir_version = 0;
+    const unsigned char *graph_body = NULL, *graph_end = NULL, *name = NULL, *name_end = NULL;
+    int status = 0, graphs = 0;
+    wire_item field, item;
+    if (listed == NULL) {
+        status = -1;
+        goto done;
+    }
+    while (p < end) { /* ModelProto */
+        const unsigned char *start = p;
+        if (!wire_next(&p, end, &field))
+            goto done;
+        if (field.number == 1 && field.wire_type == 0)
+            ir_version = field.varint;
+        else if (field.number == 7) {
+            if (field.wire_type != 2 || graphs++)
+                goto done;
+            graph_body = field.body;
+            graph_end = field.end;
+        }
+        else if (field.number == 8 || field.number == 25) { /* opset_import, functions */
+            if (field.wire_type != 2 || buffer_put(&model, start, (size_t)(p - start)) < 0)
+                goto done_error_if_set;
+        }
+        else if (field.number == 20 || field.number == 1) /* training_info; ir_version in another wire type */
+            goto done;
+    }
+    p = graph_body;
+    while (p != NULL && p < graph_end) { /* GraphProto: the inputs first (what is already an input) */
+        const unsigned char *start = p;
+        if (!wire_next(&p, graph_end, &item))
+            goto done;
+        if (item.number == 15) /* sparse_initializer */
+            goto done;
+        if (item.number == 2) {
+            if (item.wire_type != 2)
+                goto done;
+            name = item.body;
+            name_end = item.end;
+        }
+        else if (item.number == 1 || item.number == 11 || item.number == 12 || item.number == 13) {
+            if (item.wire_type != 2 || buffer_put(&graph, start, (size_t)(p - start)) < 0)
+                goto done_error_if_set;
+            if (item.number == 11) { /* ValueInfoProto.name: the last one given */
+                const unsigned char *q = item.body, *input_name = (const unsigned char *)"", *input_end = input_name;
+                wire_item part;
+                while (q < item.end) {
+                    if (!wire_next(&q, item.end, &part))
+                        goto done;
+                    if (part.number == 1 && part.wire_type == 2) {
+                        input_name = part.body;
+                        input_end = part.end;
+                    }
+                }
+                PyObject *key = PyBytes_FromStringAndSize((const char *)input_name, input_end - input_name);
+                if (key == NULL || PySet_Add(listed, key) < 0) {
+                    Py_XDECREF(key);
+                    status = -1;
+                    goto done;
+                }
+                Py_DECREF(key);
+            }
+        }
+    }
+    p = graph_body;
+    while (p != NULL && p < graph_end) { /* the initializers */
+        const unsigned char *start = p;
+        if (!wire_next(&p, graph_end, &item))
+            goto done;
+        if (item.number != 5)
+            continue;
+        if (item.wire_type != 2)
+            goto done;
+        PyMem_Free(t.dims.data);
+        int read = wire_read_initializer(item.body, item.end, &t);
+        if (read <= 0) {
+            status = read;
+            goto done;
+        }
+        if (t.name == NULL || t.name == t.name_end || t.elements < 0)
+            goto done;
+        if (!t.external) {
+            long long size = -1;
+            if (t.data_type == 8) /* STRING */
+                size = (long long)t.string_bytes;
+            else if (t.data_type < (uint64_t)PyTuple_GET_SIZE(bits)) {
+                long b = PyLong_AsLong(PyTuple_GET_ITEM(bits, (Py_ssize_t)t.data_type));
+                if (b == -1 && PyErr_Occurred()) {
+                    status = -1;
+                    goto done;
+                }
+                if (b > 0)
+                    size = (t.elements * b + 7) / 8;
+            }
+            if (size >= 0 && size <= max_bytes && buffer_put(&kept, start, (size_t)(p - start)) < 0)
+                goto done_error_if_set;
+        }
+        PyObject *key = PyBytes_FromStringAndSize((const char *)t.name, t.name_end - t.name);
+        if (key == NULL) {
+            status = -1;
+            goto done;
+        }
+        int seen = PySet_Contains(listed, key);
+        if (seen == 0 && PySet_Add(listed, key) < 0)
+            seen = -1;
+        Py_DECREF(key);
+        if (seen < 0) {
+            status = -1;
+            goto done;
+        }
+        if (!seen && buffer_initializer_input(&added, &t) < 0)
+            goto done_error_if_set;
+    }
+    if (name == NULL)
+        name = name_end = (const unsigned char *)"";
+    if (buffer_field(&graph, 2, name, (size_t)(name_end - name)) < 0 || buffer_put(&graph, kept.data, kept.len) < 0
+        || buffer_put(&graph, added.data, added.len) < 0)
+        goto done_error_if_set;
+    wire_buffer head = {0};
+    if (buffer_varint(&head, 1 << 3 | 0) < 0 || buffer_varint(&head, ir_version) < 0
+        || buffer_put(&head, model.data, model.len) < 0 || buffer_field(&head, 7, graph.data, graph.len) < 0) {
+        PyMem_Free(head.data);
+        goto done_error_if_set;
+    }
+    result = PyBytes_FromStringAndSize((const char *)head.data, (Py_ssize_t)head.len);
+    PyMem_Free(head.data);
+    status = result == NULL ? -1 : 1;
+    goto done;
+done_error_if_set:
+    status = PyErr_Occurred() ? -1 : 0;
+done:
+    PyMem_Free(model.data);
+    PyMem_Free(graph.data);
+    PyMem_Free(kept.data);
+    PyMem_Free(added.data);
+    PyMem_Free(t.dims.data);
+    Py_XDECREF(listed);
+    PyBuffer_Release(&data);
+    if (status == 1)
+        return result;
+    if (status < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* -------------------------------------------------------------------------------------------------- */
 static PyMethodDef speedups_methods[] = {
     {"producers", speedups_producers, METH_VARARGS, producers_doc},
     {"in_degrees", speedups_in_degrees, METH_O, in_degrees_doc},
@@ -2271,6 +2588,7 @@ static PyMethodDef speedups_methods[] = {
     {"shapes_within", speedups_shapes_within, METH_VARARGS, shapes_within_doc},
     {"value_types", speedups_value_types, METH_VARARGS, value_types_doc},
     {"input_types", speedups_input_types, METH_VARARGS, input_types_doc},
+    {"inference_input", speedups_inference_input, METH_VARARGS, inference_input_doc},
     {NULL, NULL, 0, NULL},
 };
 

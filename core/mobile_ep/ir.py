@@ -767,12 +767,17 @@ def _inferred_bytes(proto: onnx.ModelProto, data_prop: bool = True) -> bytes:
     """ONNX shape inference of *proto* (non-strict, with data propagation unless *data_prop* is False), as
     the serialized model: onnx's own ``infer_shapes`` parses it into a ModelProto, which the callers seldom
     need (:func:`check_inferred_shapes`, :func:`_deserialize_plain` read the bytes)."""
+    return _infer_serialized(proto.SerializeToString(), data_prop)
+
+
+def _infer_serialized(data: bytes, data_prop: bool) -> bytes:
+    """:func:`_inferred_bytes` of the serialized model *data*."""
     try:
         from onnx.onnx_cpp2py_export import shape_inference as cpp
-    except ImportError:  # (not where it was: the public function, and the model serialized again)
-        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False,
-                                                 data_prop=data_prop).SerializeToString()
-    return cpp.infer_shapes(proto.SerializeToString(), False, False, data_prop)
+    except ImportError:  # (not where it was: the public function, and the model parsed again)
+        return onnx.shape_inference.infer_shapes(onnx.ModelProto.FromString(data), check_type=False,
+                                                 strict_mode=False, data_prop=data_prop).SerializeToString()
+    return cpp.infer_shapes(data, False, False, data_prop)
 
 
 def _element_limits() -> tuple[int, ...]:
@@ -793,6 +798,9 @@ def _element_limits() -> tuple[int, ...]:
 
 #: What ``_speedups.shapes_within`` is given: :func:`_element_limits`.
 _ELEMENT_LIMITS = _element_limits()
+#: What ``_speedups.inference_input`` is given: the bits an element of each ONNX element type number takes
+#: (:func:`_nbytes`), -1 for numbers of no fixed size.
+_ELEMENT_BITS = tuple(8 * _ITEMSIZE[t] if t in _ITEMSIZE else _BITS.get(t, -1) for t in range(max(_DATA_TYPES) + 1))
 
 
 def _all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -817,7 +825,7 @@ def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = N
     is built when it is built the quick way (else :meth:`UnwrittenWeights.attach` puts them in after).
     *serialized*: the bytes *proto* was parsed from, if at hand (:func:`_deserialize_plain`).
     """
-    inferred = _infer_bytes(proto) if shapes else None
+    inferred = _infer_bytes(proto, serialized) if shapes else None
     try:
         with _gc_paused():
             model = _deserialize_plain(proto, inferred, unwritten, serialized)
@@ -1085,16 +1093,23 @@ def _gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _infer_bytes(proto: onnx.ModelProto) -> bytes | None:
+def _infer_bytes(proto: onnx.ModelProto, serialized: bytes | None = None) -> bytes | None:
     """ONNX shape inference (non-strict, no data propagation) of *proto*, its weights not copied, as the
     serialized model.
 
     The input is what :func:`infer_shapes` gives ONNX for the same model: every initializer is also an
-    input, those over 1000 bytes without their data.  ``None`` (with the pass's warning) if it fails.
+    input, those over 1000 bytes without their data (:func:`_inference_input`; written in C off
+    *serialized*, the bytes *proto* was parsed from, when the caller has them: ``_speedups.inference_input``).
+    ``None`` (with the pass's warning) if it fails.
     """
     import logging
 
+    speedups = _accel.speedups
     try:
+        data = None if speedups is None or serialized is None else speedups.inference_input(
+            serialized, _ELEMENT_BITS, _INFERENCE_DATA_MAX_BYTES)
+        if data is not None:
+            return _infer_serialized(data, data_prop=False)
         return _inferred_bytes(_inference_input(proto), data_prop=False)
     except Exception as exc:  # as the pass does, with its logger and message: shapes are left as they are
         logging.getLogger("onnx_ir.passes.common.shape_inference").warning(
