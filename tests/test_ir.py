@@ -335,3 +335,42 @@ def test_release_memory_keeps_what_a_light_models_session_frees():
     mir.release_memory()
     assert before - _rss_bytes() < 50 * 2**20  # kept
     del pin
+
+
+def test_whether_a_skeleton_is_needed_is_read_off_the_bytes_as_python_decides_it(tmp_path, monkeypatch):
+    """_speedups.needs_skeleton answers what `_skeleton(proto) is not proto` answers: on every ONNX node test,
+    the light models, and models with large, external or sparse weights or training information.  With the
+    file size given, check_inferred_shapes then infers on the model's own bytes (no _skeleton call) and
+    answers as before."""
+    from mepkit import LIGHT_MODELS
+    from mobile_ep.testing import onnx_node_cases
+
+    speedups = mir._accel.speedups
+    if speedups is None:
+        pytest.skip("the C extension is not built")
+    big = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [tensor("x", [1, 128])],
+                     [tensor("y", [1, 256])], [const("w", np.ones((128, 256), np.float32))])
+    path, _ = model_with_external_weights(tmp_path)
+    sparse = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [tensor("x", [2])], [tensor("y", [2])])
+    sparse.graph.sparse_initializer.add().values.CopyFrom(const("v", np.ones(1, np.float32)))
+    training = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [tensor("x", [2])], [tensor("y", [2])])
+    training.training_info.add()
+    protos = [onnx.ModelProto.FromString(case.model_bytes) for case in onnx_node_cases()]
+    protos += [mir.read_proto(p) for p in LIGHT_MODELS] + [big, onnx.load(str(path), load_external_data=False),
+                                                            sparse, training]
+    for proto in protos:
+        needs = speedups.needs_skeleton(proto.SerializeToString(), mir._ELEMENT_BITS, mir._SKELETON_DATA_MAX_BYTES)
+        assert needs is (mir._skeleton(proto) is not proto)
+    assert speedups.needs_skeleton(big.SerializeToString()[:-5], mir._ELEMENT_BITS, 1 << 16) is None  # truncated
+
+    skeletons = []
+    real = mir._skeleton
+    monkeypatch.setattr(mir, "_skeleton", lambda proto, *a: skeletons.append(proto) or real(proto, *a))
+    plain = mir.read_proto(LIGHT_MODELS[0])
+    mir.check_inferred_shapes(plain, size=LIGHT_MODELS[0].stat().st_size)
+    mir.check_inferred_shapes(big, size=big.ByteSize())
+    assert skeletons == [big]  # (only the model with weights to leave out was copied)
+    absurd = make_model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill")], [],
+                        [tensor("y", None)], [const("s", np.array([2**20, 2**20], np.int64))])
+    with pytest.raises(ModelError, match="absurd shape: value 'y' would have 1,099,511,627,776 elements"):
+        mir.check_inferred_shapes(absurd, size=absurd.ByteSize())

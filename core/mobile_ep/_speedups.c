@@ -2572,6 +2572,76 @@ done:
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(needs_skeleton_doc,
+"needs_skeleton(data, bits, limit) -> bool or None\n\n"
+"Whether mobile_ep.ir._skeleton would copy the serialized ModelProto data rather than take it as it is: it\n"
+"has sparse initializers, training information, or an initializer stored as external data or of more than\n"
+"limit bytes (bits as inference_input takes it; a type of no fixed size counts no bytes).  None where that\n"
+"is left to Python: malformed bytes, a graph given twice, a dim below zero or too many elements to count.");
+
+static PyObject *
+speedups_needs_skeleton(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    PyObject *bits;
+    long long limit;
+    if (!PyArg_ParseTuple(args, "y*O!L:needs_skeleton", &data, &PyTuple_Type, &bits, &limit))
+        return NULL;
+    const unsigned char *p = data.buf, *end = p + data.len, *graph_body = NULL, *graph_end = NULL;
+    wire_initializer t = {0};
+    wire_item field, item;
+    int status = 0, graphs = 0, needs = 0;
+    while (p < end) { /* ModelProto */
+        if (!wire_next(&p, end, &field))
+            goto done;
+        if (field.number == 20) /* training_info */
+            needs = 1;
+        else if (field.number == 7) {
+            if (field.wire_type != 2 || graphs++)
+                goto done;
+            graph_body = field.body;
+            graph_end = field.end;
+        }
+    }
+    p = graph_body;
+    while (!needs && p != NULL && p < graph_end) {
+        if (!wire_next(&p, graph_end, &item))
+            goto done;
+        if (item.number == 15) /* sparse_initializer */
+            needs = 1;
+        if (item.number != 5)
+            continue;
+        if (item.wire_type != 2)
+            goto done;
+        PyMem_Free(t.dims.data);
+        int read = wire_read_initializer(item.body, item.end, &t);
+        if (read <= 0) {
+            status = read;
+            goto done;
+        }
+        if (t.elements < 0)
+            goto done;
+        long b = -1;
+        if (t.data_type < (uint64_t)PyTuple_GET_SIZE(bits)) {
+            b = PyLong_AsLong(PyTuple_GET_ITEM(bits, (Py_ssize_t)t.data_type));
+            if (b == -1 && PyErr_Occurred()) {
+                status = -1;
+                goto done;
+            }
+        }
+        needs = t.external || (b > 0 && (t.elements * b + 7) / 8 > limit);
+    }
+    status = 1;
+done:
+    PyMem_Free(t.dims.data);
+    PyBuffer_Release(&data);
+    if (status < 0)
+        return NULL;
+    if (status == 0)
+        Py_RETURN_NONE;
+    return PyBool_FromLong(needs);
+}
+
 /* -------------------------------------------------------------------------------------------------- */
 static PyMethodDef speedups_methods[] = {
     {"producers", speedups_producers, METH_VARARGS, producers_doc},
@@ -2589,6 +2659,7 @@ static PyMethodDef speedups_methods[] = {
     {"value_types", speedups_value_types, METH_VARARGS, value_types_doc},
     {"input_types", speedups_input_types, METH_VARARGS, input_types_doc},
     {"inference_input", speedups_inference_input, METH_VARARGS, inference_input_doc},
+    {"needs_skeleton", speedups_needs_skeleton, METH_VARARGS, needs_skeleton_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -673,7 +673,7 @@ def validate(path: str | os.PathLike, proto: onnx.ModelProto | None = None) -> o
     if proto is None:
         proto = read_proto(p)
     _run_checker(p, str(path))
-    check_inferred_shapes(proto, str(path))
+    check_inferred_shapes(proto, str(path), size=p.stat().st_size)
     return proto
 
 
@@ -701,7 +701,15 @@ def _shell(proto: onnx.ModelProto) -> onnx.ModelProto:
     return shell
 
 
-def _skeleton(proto: onnx.ModelProto, limit: int = 1 << 16) -> onnx.ModelProto:
+#: :func:`_skeleton` leaves out the data of initializers larger than this (too large to be a shape).
+_SKELETON_DATA_MAX_BYTES = 1 << 16
+#: Up to this file size a model is serialized and scanned in C (``_speedups.needs_skeleton``) to learn
+#: whether :func:`_skeleton` would copy it; larger ones (weights inside) are scanned in Python, not
+#: serialized whole for nothing.
+_SKELETON_SCAN_MAX_BYTES = 1 << 26
+
+
+def _skeleton(proto: onnx.ModelProto, limit: int = _SKELETON_DATA_MAX_BYTES) -> onnx.ModelProto:
     """A copy of *proto* without the data of large initializers (shape inference needs only small ones).
 
     *proto* itself when the copy would hold all it holds that shape inference reads (no initializer to
@@ -732,20 +740,27 @@ def _without_data(tensor: onnx.TensorProto, limit: int) -> bool:
     return tensor.data_location == _T.EXTERNAL or (_nbytes(tensor.data_type, math.prod(tensor.dims)) or 0) > limit
 
 
-def check_inferred_shapes(proto: onnx.ModelProto, label: str = "model") -> None:
+def check_inferred_shapes(proto: onnx.ModelProto, label: str = "model", *, size: int | None = None) -> None:
     """Refuse values whose *inferred* shape is absurd (e.g. ConstantOfShape of 10^12 elements).
 
     onnxruntime folds constants while it loads a model: a tiny file could make it allocate terabytes.
     Shape inference with data propagation, on a copy without large weights, finds such values first.  Its
     result is read off the serialized bytes (``_speedups.shapes_within``, when built); only a model with
     something that read leaves open (an absurd-looking value, a sequence or map type) is parsed and
-    inspected here.
+    inspected here.  *size*: the bytes of the file *proto* was read from, when known (up to
+    :data:`_SKELETON_SCAN_MAX_BYTES`, whether a copy without large weights is needed is read off the
+    serialized model in C).
     """
+    speedups = _accel.speedups
     try:
-        data = _inferred_bytes(_skeleton(proto))
+        whole = None  # the model as it is, serialized, when _skeleton would give it as it is
+        if speedups is not None and size is not None and size <= _SKELETON_SCAN_MAX_BYTES:
+            whole = proto.SerializeToString()
+            if speedups.needs_skeleton(whole, _ELEMENT_BITS, _SKELETON_DATA_MAX_BYTES) is not False:
+                whole = None
+        data = _infer_serialized(whole, True) if whole is not None else _inferred_bytes(_skeleton(proto))
     except Exception as exc:
         raise ModelError(f"{label}: invalid ONNX model: shape inference failed: {_checker_message(exc)}") from None
-    speedups = _accel.speedups
     if speedups is not None and speedups.shapes_within(data, _ELEMENT_LIMITS):
         return  # (read off the bytes: nothing the inspection below would refuse)
     try:
@@ -1304,7 +1319,7 @@ def load(path: str | os.PathLike, *, shapes: bool = True, check: bool = True) ->
         proto = read_proto(p, unwritten=None if unwritten is None else OPTIMIZED_DATA)
     if check:
         _run_checker(p, str(p))
-        check_inferred_shapes(proto, str(p))
+        check_inferred_shapes(proto, str(p), size=p.stat().st_size)
     if unwritten is None:
         return from_proto(proto, base_dir=p.parent, shapes=shapes)
     model = from_proto(proto, shapes=shapes, unwritten=unwritten, serialized=data)
