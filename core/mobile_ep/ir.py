@@ -1838,9 +1838,10 @@ def ort_model_source(path: str | os.PathLike, options) -> str | bytes:
     """
     p = pathlib.Path(path)
     with open(p, "rb") as f:
-        if f.read(8)[4:8] == b"ORTM":  # an ORT format (flatbuffer) model: onnxruntime reads it as it is
-            return str(p)
-    version = _peek_ir_version(p)
+        head = f.read(11)
+    if head[4:8] == b"ORTM":  # an ORT format (flatbuffer) model: onnxruntime reads it as it is
+        return str(p)
+    version = _peek_ir_version(p, head)
     if version is not None and version <= MAX_IR_VERSION:
         return str(p)
     proto = onnx.load(str(p), load_external_data=False)
@@ -1852,10 +1853,12 @@ def ort_model_source(path: str | os.PathLike, options) -> str | bytes:
     return proto.SerializeToString()
 
 
-def _peek_ir_version(p: pathlib.Path) -> int | None:
-    """The IR version from the first bytes of a model file (None when it is not the first field)."""
-    with open(p, "rb") as f:
-        head = f.read(11)
+def _peek_ir_version(p: pathlib.Path, head: bytes | None = None) -> int | None:
+    """The IR version from the first bytes of a model file (None when it is not the first field); *head*:
+    its first 11 bytes, when already read."""
+    if head is None:
+        with open(p, "rb") as f:
+            head = f.read(11)
     if not head.startswith(b"\x08"):  # ir_version is field 1; serializers write it first
         return None
     value = 0
