@@ -395,3 +395,31 @@ def test_the_inference_input_reads_packed_dims():
     assert list(proto.graph.initializer[0].dims) == [2, 3]
     written = speedups.inference_input(data, mir._ELEMENT_BITS, mir._INFERENCE_DATA_MAX_BYTES)
     assert onnx.ModelProto.FromString(written) == mir._inference_input(proto)
+
+
+def test_node_fields_reads_plain_nodes_and_leaves_the_others_to_python():
+    speedups = mir._accel.speedups
+    if speedups is None:
+        pytest.skip("the C extension is not built")
+    documented = helper.make_node("LeakyRelu", ["x"], ["h"], name="l", doc_string="a node", alpha=0.5)
+    documented.attribute[0].doc_string = "slope"
+    lists = helper.make_node("Custom", ["h", ""], ["y", ""], name="c", domain="d", ints=[-1, 2**40], floats=[0.1],
+                             strings=["a", "é"], s="text")
+    lists.overload = "v2"
+    with_metadata = helper.make_node("Relu", ["y"], ["z"], name="m")
+    with_metadata.metadata_props.add(key="k", value="v")
+    with_tensor = helper.make_node("Constant", [], ["t"], name="k", value=const("v", np.ones(1, np.float32)))
+    reference = helper.make_node("Relu", ["z"], ["r"], name="ref")
+    reference.attribute.add(name="alpha", type=onnx.AttributeProto.FLOAT, ref_attr_name="outer")
+    not_utf8 = helper.make_node("Custom", ["z"], ["u"], name="u", domain="d", s=b"\xff")
+    proto = _plain_model_with([documented, lists, with_metadata, with_tensor, reference, not_utf8],
+                              outputs=[tensor("z", [2])])
+    read = speedups.node_fields(proto.SerializeToString())
+    assert read[0] == (["x"], ["h"], "l", "LeakyRelu", "", "", "a node", [("alpha", 1, 0.5, "slope")])
+    assert read[1] == (["h", ""], ["y", ""], "c", "Custom", "d", "v2", None,
+                       [("floats", 6, (np.float32(0.1).item(),), None), ("ints", 7, (-1, 2**40), None),
+                        ("s", 3, "text", None), ("strings", 8, ("a", "é"), None)])
+    assert read[2:] == [None, None, None, None]
+    plain = _plain_model_with([documented, lists], outputs=[tensor("y", [2])])
+    assert_same(mir._deserialize_plain(plain, serialized=plain.SerializeToString()), ir.serde.deserialize_model(plain))
+    assert speedups.node_fields(plain.SerializeToString()[:-4]) is None  # truncated

@@ -1767,7 +1767,7 @@ typedef struct {
 } wire_limits;
 
 /* One field as read off the wire: its number and wire type, its varint (wire type 0) or its bytes [body, end)
- * (wire type 2). */
+ * (wire types 1, 2 and 5). */
 typedef struct {
     uint64_t number;
     int wire_type;
@@ -1805,6 +1805,8 @@ wire_next(const unsigned char **p, const unsigned char *end, wire_item *item)
     case 1:
         if (end - *p < 8)
             return 0;
+        item->body = *p;
+        item->end = *p + 8;
         *p += 8;
         return 1;
     case 2:
@@ -1817,6 +1819,8 @@ wire_next(const unsigned char **p, const unsigned char *end, wire_item *item)
     case 5:
         if (end - *p < 4)
             return 0;
+        item->body = *p;
+        item->end = *p + 4;
         *p += 4;
         return 1;
     default: /* groups: not in onnx.proto */
@@ -2643,6 +2647,341 @@ done:
 }
 
 /* -------------------------------------------------------------------------------------------------- */
+/* node_fields: what mobile_ep.ir._plain_model reads of each node of the main graph, read off the wire    */
+/* -------------------------------------------------------------------------------------------------- */
+
+/* A float as onnx.proto stores it (fixed32, little-endian), as a Python float. */
+static PyObject *
+wire_float(const unsigned char *b)
+{
+    uint32_t bits = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return PyFloat_FromDouble((double)f);
+}
+
+/* Append to list the floats of a repeated float field as read (one fixed32, or a packed run); 0 when malformed. */
+static int
+wire_floats(const wire_item *field, PyObject *list)
+{
+    const unsigned char *q = field->body;
+    if (field->wire_type == 2 && (field->end - field->body) % 4 != 0)
+        return 0;
+    if (field->wire_type != 2 && field->wire_type != 5)
+        return 0;
+    for (; q < field->end; q += 4) {
+        PyObject *v = wire_float(q);
+        if (v == NULL || PyList_Append(list, v) < 0) {
+            Py_XDECREF(v);
+            return -1;
+        }
+        Py_DECREF(v);
+    }
+    return 1;
+}
+
+/* Append to list the ints of a repeated int64 field as read (one varint, or a packed run); 0 when malformed. */
+static int
+wire_ints(const wire_item *field, PyObject *list)
+{
+    uint64_t v = field->varint;
+    const unsigned char *q = field->body;
+    if (field->wire_type != 0 && field->wire_type != 2)
+        return 0;
+    for (;;) {
+        if (field->wire_type == 2) {
+            if (q >= field->end)
+                return 1;
+            if (!wire_varint(&q, field->end, &v))
+                return 0;
+        }
+        PyObject *item = PyLong_FromLongLong((long long)(int64_t)v);
+        if (item == NULL || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            return -1;
+        }
+        Py_DECREF(item);
+        if (field->wire_type == 0)
+            return 1;
+    }
+}
+
+/* Replace *slot with the string of item (a length-delimited field); the wire_str answers. */
+static int
+wire_set_str(const wire_item *item, PyObject **slot)
+{
+    PyObject *text;
+    if (item->wire_type != 2)
+        return 0;
+    int status = wire_str(item, &text);
+    if (status == 1)
+        Py_XSETREF(*slot, text);
+    return status;
+}
+
+enum { ATTR_FLOAT = 1, ATTR_INT = 2, ATTR_STRING = 3, ATTR_FLOATS = 6, ATTR_INTS = 7, ATTR_STRINGS = 8 };
+
+/* AttributeProto of a plain type (int, float, string and their lists): (name, type, value, doc_string or None).
+ * 0 for anything else (another type or none, a reference, a string that is not UTF-8, malformed bytes). */
+static int
+wire_attribute(const unsigned char *p, const unsigned char *end, PyObject **out)
+{
+    wire_item field;
+    PyObject *name = NULL, *doc = NULL, *s = NULL, *value = NULL;
+    PyObject *ints = PyList_New(0), *floats = PyList_New(0), *strings = PyList_New(0);
+    const unsigned char *f_bits = NULL;
+    uint64_t type = 0, i_value = 0;
+    int status = -1, ref = 0;
+    if (ints == NULL || floats == NULL || strings == NULL)
+        goto done;
+    status = 0;
+    while (p < end) {
+        int read = 1;
+        if (!wire_next(&p, end, &field))
+            goto done;
+        switch (field.number) {
+        case 1: /* name */
+            read = wire_set_str(&field, &name);
+            break;
+        case 2: /* f */
+            if (field.wire_type != 5)
+                goto done;
+            f_bits = field.body;
+            break;
+        case 3: /* i */
+            if (field.wire_type != 0)
+                goto done;
+            i_value = field.varint;
+            break;
+        case 4: /* s: decoded below, when the type is a string */
+            if (field.wire_type != 2)
+                goto done;
+            Py_XSETREF(s, PyBytes_FromStringAndSize((const char *)field.body, field.end - field.body));
+            if (s == NULL)
+                read = -1;
+            break;
+        case 7: /* floats */
+            read = wire_floats(&field, floats);
+            break;
+        case 8: /* ints */
+            read = wire_ints(&field, ints);
+            break;
+        case 9: { /* strings */
+            PyObject *text = NULL;
+            read = field.wire_type == 2 ? wire_str(&field, &text) : 0;
+            if (read == 1 && PyList_Append(strings, text) < 0)
+                read = -1;
+            Py_XDECREF(text);
+            break;
+        }
+        case 13: /* doc_string */
+            read = wire_set_str(&field, &doc);
+            break;
+        case 20: /* type */
+            if (field.wire_type != 0)
+                goto done;
+            type = field.varint;
+            break;
+        case 21: /* ref_attr_name: a reference when not empty */
+            if (field.wire_type != 2)
+                goto done;
+            ref = field.end > field.body;
+            break;
+        default: /* tensors, graphs, type protos: read only for types left to Python */
+            break;
+        }
+        if (read != 1) {
+            status = read;
+            goto done;
+        }
+    }
+    if (ref)
+        goto done;
+    switch (type) {
+    case ATTR_INT:
+        value = PyLong_FromLongLong((long long)(int64_t)i_value);
+        break;
+    case ATTR_FLOAT:
+        value = f_bits != NULL ? wire_float(f_bits) : PyFloat_FromDouble(0.0);
+        break;
+    case ATTR_STRING:
+        if (s == NULL)
+            value = PyUnicode_FromStringAndSize("", 0);
+        else {
+            value = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(s), PyBytes_GET_SIZE(s), "strict");
+            if (value == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                goto done; /* (status 0: Python says what is wrong) */
+            }
+        }
+        break;
+    case ATTR_INTS:
+        value = PyList_AsTuple(ints);
+        break;
+    case ATTR_FLOATS:
+        value = PyList_AsTuple(floats);
+        break;
+    case ATTR_STRINGS:
+        value = PyList_AsTuple(strings);
+        break;
+    default:
+        goto done;
+    }
+    if (value == NULL) {
+        status = -1;
+        goto done;
+    }
+    if (name == NULL && (name = PyUnicode_FromStringAndSize("", 0)) == NULL) {
+        status = -1;
+        goto done;
+    }
+    *out = Py_BuildValue("(OkOO)", name, (unsigned long)type, value, doc != NULL ? doc : Py_None);
+    status = *out == NULL ? -1 : 1;
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(doc);
+    Py_XDECREF(s);
+    Py_XDECREF(value);
+    Py_XDECREF(ints);
+    Py_XDECREF(floats);
+    Py_XDECREF(strings);
+    return status;
+}
+
+/* NodeProto: (inputs, outputs, name, op_type, domain, overload, doc_string or None, attributes), each attribute
+ * as wire_attribute reads it; 0 for a node with metadata, device configurations or an attribute not read here. */
+static int
+wire_node_fields(const unsigned char *p, const unsigned char *end, PyObject **out)
+{
+    wire_item field;
+    PyObject *inputs = PyList_New(0), *outputs = PyList_New(0), *attributes = PyList_New(0);
+    PyObject *name = NULL, *op_type = NULL, *domain = NULL, *overload = NULL, *doc = NULL, *empty = NULL;
+    int status = -1;
+    if (inputs == NULL || outputs == NULL || attributes == NULL || (empty = PyUnicode_FromStringAndSize("", 0)) == NULL)
+        goto done;
+    status = 0;
+    while (p < end) {
+        int read = 1;
+        PyObject *item = NULL;
+        if (!wire_next(&p, end, &field))
+            goto done;
+        switch (field.number) {
+        case 1: /* input */
+        case 2: /* output */
+            read = field.wire_type == 2 ? wire_str(&field, &item) : 0;
+            if (read == 1 && PyList_Append(field.number == 1 ? inputs : outputs, item) < 0)
+                read = -1;
+            break;
+        case 3:
+            read = wire_set_str(&field, &name);
+            break;
+        case 4:
+            read = wire_set_str(&field, &op_type);
+            break;
+        case 5: /* attribute */
+            read = field.wire_type == 2 ? wire_attribute(field.body, field.end, &item) : 0;
+            if (read == 1 && PyList_Append(attributes, item) < 0)
+                read = -1;
+            break;
+        case 6:
+            read = wire_set_str(&field, &doc);
+            break;
+        case 7:
+            read = wire_set_str(&field, &domain);
+            break;
+        case 8:
+            read = wire_set_str(&field, &overload);
+            break;
+        case 9:  /* metadata_props */
+        case 10: /* device_configurations */
+            read = 0;
+            break;
+        default:
+            break;
+        }
+        Py_XDECREF(item);
+        if (read != 1) {
+            status = read;
+            goto done;
+        }
+    }
+    *out = Py_BuildValue("(OOOOOOOO)", inputs, outputs, name ? name : empty, op_type ? op_type : empty,
+                         domain ? domain : empty, overload ? overload : empty, doc ? doc : Py_None, attributes);
+    status = *out == NULL ? -1 : 1;
+done:
+    Py_XDECREF(inputs);
+    Py_XDECREF(outputs);
+    Py_XDECREF(attributes);
+    Py_XDECREF(name);
+    Py_XDECREF(op_type);
+    Py_XDECREF(domain);
+    Py_XDECREF(overload);
+    Py_XDECREF(doc);
+    Py_XDECREF(empty);
+    return status;
+}
+
+PyDoc_STRVAR(node_fields_doc,
+"node_fields(data) -> [node or None, ...] or None\n\n"
+"What mobile_ep.ir._plain_model reads of each node of the main graph of the serialized ModelProto data, in\n"
+"order: (inputs, outputs, name, op_type, domain, overload, doc_string or None, attributes), each attribute\n"
+"(name, type number, value, doc_string or None) with the value as onnx_ir's Attr is given it (an int, a\n"
+"float, a str, or a tuple of them).  None for a node not read here (metadata, device configurations, an\n"
+"attribute of another type or a reference, a string that is not UTF-8); None altogether for malformed\n"
+"bytes or a graph field given twice.");
+
+static PyObject *
+speedups_node_fields(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*:node_fields", &data))
+        return NULL;
+    const unsigned char *p = data.buf, *end = p + data.len;
+    PyObject *nodes = PyList_New(0), *node = NULL;
+    int status = 0, graphs = 0;
+    wire_item field, item;
+    if (nodes == NULL) {
+        status = -1;
+        goto done;
+    }
+    while (p < end) {
+        if (!wire_next(&p, end, &field))
+            goto done;
+        if (field.number != 7) /* ModelProto.graph */
+            continue;
+        if (field.wire_type != 2 || graphs++)
+            goto done;
+        while (field.body < field.end) {
+            if (!wire_next(&field.body, field.end, &item))
+                goto done;
+            if (item.number != 1) /* node */
+                continue;
+            if (item.wire_type != 2)
+                goto done;
+            int read = wire_node_fields(item.body, item.end, &node);
+            if (read < 0) {
+                status = -1;
+                goto done;
+            }
+            status = PyList_Append(nodes, read == 1 ? node : Py_None) < 0 ? -1 : 0;
+            Py_CLEAR(node);
+            if (status < 0)
+                goto done;
+        }
+    }
+    status = 1;
+done:
+    Py_XDECREF(node);
+    PyBuffer_Release(&data);
+    if (status == 1)
+        return nodes;
+    Py_XDECREF(nodes);
+    if (status < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* -------------------------------------------------------------------------------------------------- */
 static PyMethodDef speedups_methods[] = {
     {"producers", speedups_producers, METH_VARARGS, producers_doc},
     {"in_degrees", speedups_in_degrees, METH_O, in_degrees_doc},
@@ -2660,6 +2999,7 @@ static PyMethodDef speedups_methods[] = {
     {"input_types", speedups_input_types, METH_VARARGS, input_types_doc},
     {"inference_input", speedups_inference_input, METH_VARARGS, inference_input_doc},
     {"needs_skeleton", speedups_needs_skeleton, METH_VARARGS, needs_skeleton_doc},
+    {"node_fields", speedups_node_fields, METH_VARARGS, node_fields_doc},
     {NULL, NULL, 0, NULL},
 };
 
