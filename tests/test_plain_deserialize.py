@@ -423,3 +423,75 @@ def test_node_fields_reads_plain_nodes_and_leaves_the_others_to_python():
     plain = _plain_model_with([documented, lists], outputs=[tensor("y", [2])])
     assert_same(mir._deserialize_plain(plain, serialized=plain.SerializeToString()), ir.serde.deserialize_model(plain))
     assert speedups.node_fields(plain.SerializeToString()[:-4]) is None  # truncated
+
+
+def _external(tensor: TensorProto, **entries: str) -> TensorProto:
+    tensor.ClearField("raw_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    for key, value in entries.items():
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    return tensor
+
+
+def _initializer_cases() -> dict[str, tuple[TensorProto, bool]]:
+    """Initializers, and whether plain_initializers should take them as plain (the others go to Python)."""
+    w = lambda: const("w", np.ones((2, 3), np.float32))  # noqa: E731
+    at = mir.OPTIMIZED_DATA
+    duplicated = _external(w(), location=at)
+    duplicated.external_data.add(key="location", value=at)
+    no_flag = w()
+    no_flag.ClearField("raw_data")
+    no_flag.external_data.add(key="location", value=at)
+    typed = helper.make_tensor("w", TensorProto.FLOAT, [2], [1.0, 2.0])
+    both = const("w", np.ones(2, np.float32))
+    both.float_data.extend([1.0, 2.0])
+    return {
+        "raw": (w(), True),
+        "raw of the wrong size": (TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2], raw_data=b"\0" * 5),
+                                  False),
+        "external": (_external(w(), location=at, offset="0", length="24"), True),
+        "external, no length": (_external(w(), location=at), True),
+        "external of the wrong length": (_external(w(), location=at, length="7"), False),
+        "external elsewhere": (_external(w(), location="other.bin"), False),
+        "external, a key twice": (duplicated, False),
+        "external, no location": (_external(w(), offset="0"), False),
+        "external, offset not a number": (_external(w(), location=at, offset="-1"), False),
+        "external entries, not marked external": (no_flag, False),
+        "typed data": (typed, False),
+        "typed and raw data": (both, False),
+        "strings": (helper.make_tensor("w", TensorProto.STRING, [1], [b"a"]), False),
+        "a negative dim": (TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[-1]), False),
+        "an unknown type": (TensorProto(name="w", data_type=9999, dims=[1], raw_data=b"\0"), False),
+        "no elements, no data": (TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[0, 3]), True),
+        "elements, no data": (TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2]), False),
+    }
+
+
+@pytest.mark.parametrize("name", list(_initializer_cases()))
+def test_plain_initializers_takes_only_what_the_inspection_accepts(name):
+    speedups = mir._accel.speedups
+    if speedups is None:
+        pytest.skip("the C extension is not built")
+    initializer, plain = _initializer_cases()[name]
+    proto = _plain_model_with([helper.make_node("Relu", ["x"], ["y"], name="r")], initializers=[initializer])
+    assert speedups.plain_initializers(proto.SerializeToString(), mir._ELEMENT_BITS, mir.OPTIMIZED_DATA) is plain
+    if plain:  # what it takes, the inspection accepts
+        mir._Inspector(proto, None, mir.OPTIMIZED_DATA).tensor(initializer, "initializer 'w'")
+
+
+@pytest.mark.parametrize("path", LIGHT, ids=[p.stem for p in LIGHT])
+def test_onnxruntimes_output_is_checked_off_the_bytes(path, tmp_path, monkeypatch):
+    """Every initializer onnxruntime writes for the light models is in a plain form: none is inspected one by one
+    (and the inspection would accept each); the nodes read in C spare the attribute scan."""
+    out = mir.ort_optimized(path, tmp_path, weights=False)
+    data = out.read_bytes()
+    assert mir._accel.speedups.plain_initializers(data, mir._ELEMENT_BITS, mir.OPTIMIZED_DATA) is True
+    proto = onnx.ModelProto.FromString(data)
+    inspector = mir._Inspector(proto, None, mir.OPTIMIZED_DATA)
+    for initializer in proto.graph.initializer:
+        inspector.tensor(initializer, initializer.name)
+    inspected = []
+    monkeypatch.setattr(mir._Inspector, "tensor", lambda self, tensor, where: inspected.append(where))
+    proto_read, data_read, node_fields = mir._session_output(out)
+    assert inspected == [] and data_read == data and node_fields == mir._accel.speedups.node_fields(data)

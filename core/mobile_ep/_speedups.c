@@ -2982,6 +2982,152 @@ done:
 }
 
 /* -------------------------------------------------------------------------------------------------- */
+/* plain_initializers: the initializers of onnxruntime's output, checked off the wire                    */
+/* -------------------------------------------------------------------------------------------------- */
+
+/* 1 when the TensorProto [p, end) is plain as plain_initializers means it, 0 when not (or malformed), -1 error. */
+static int
+wire_plain_initializer(const unsigned char *p, const unsigned char *end, PyObject *bits, const char *location,
+                       Py_ssize_t location_len)
+{
+    wire_item field, part;
+    wire_initializer t;
+    int status = wire_read_initializer(p, end, &t);
+    PyMem_Free(t.dims.data);
+    if (status <= 0)
+        return status;
+    if (t.elements < 0 || t.data_type >= (uint64_t)PyTuple_GET_SIZE(bits))
+        return 0;
+    long b = PyLong_AsLong(PyTuple_GET_ITEM(bits, (Py_ssize_t)t.data_type));
+    if (b == -1 && PyErr_Occurred())
+        return -1;
+    if (b <= 0)
+        return 0;
+    long long nbytes = (t.elements * b + 7) / 8;
+    int raw = 0, external_entries = 0, seen_location = 0, seen_offset = 0, seen_length = 0;
+    long long raw_size = -1, length = -1;
+    while (p < end) {
+        if (!wire_next(&p, end, &field))
+            return 0;
+        switch (field.number) {
+        case 1: case 2: case 8: case 12: case 14: case 16: /* dims, data_type, name, doc_string, data_location, metadata */
+            break;
+        case 9: /* raw_data */
+            if (field.wire_type != 2 || raw++)
+                return 0;
+            raw_size = (long long)(field.end - field.body);
+            break;
+        case 13: { /* external_data: location (which must be *location*), offset, length; each once */
+            const unsigned char *key = NULL, *key_end = NULL, *value = NULL, *value_end = NULL;
+            if (field.wire_type != 2)
+                return 0;
+            external_entries++;
+            while (field.body < field.end) {
+                if (!wire_next(&field.body, field.end, &part) || part.wire_type != 2)
+                    return 0;
+                if (part.number == 1) {
+                    key = part.body;
+                    key_end = part.end;
+                }
+                else if (part.number == 2) {
+                    value = part.body;
+                    value_end = part.end;
+                }
+                else
+                    return 0;
+            }
+            if (key == NULL || value == NULL)
+                return 0;
+            size_t key_len = (size_t)(key_end - key), value_len = (size_t)(value_end - value);
+            if (key_len == 8 && memcmp(key, "location", 8) == 0) {
+                if (seen_location++ || value_len != (size_t)location_len || memcmp(value, location, value_len) != 0)
+                    return 0;
+            }
+            else if ((key_len == 6 && memcmp(key, "offset", 6) == 0) || (key_len == 6 && memcmp(key, "length", 6) == 0)) {
+                int is_length = key[0] == 'l';
+                if (is_length ? seen_length++ : seen_offset++)
+                    return 0;
+                if (value_len == 0 || value_len > 18)
+                    return 0;
+                long long number = 0;
+                for (size_t k = 0; k < value_len; k++) {
+                    if (value[k] < '0' || value[k] > '9')
+                        return 0;
+                    number = number * 10 + (value[k] - '0');
+                }
+                if (is_length)
+                    length = number;
+            }
+            else
+                return 0;
+            break;
+        }
+        default: /* segment, typed data fields, anything else: left to Python */
+            return 0;
+        }
+    }
+    if (t.external || external_entries) /* external: at the expected place, of the expected length if given */
+        return t.external && !raw && seen_location && (length < 0 || length == nbytes);
+    if (raw)
+        return raw_size == nbytes;
+    return t.elements == 0;
+}
+
+PyDoc_STRVAR(plain_initializers_doc,
+"plain_initializers(data, bits, location) -> bool or None\n\n"
+"Whether every initializer of the main graph of the serialized ModelProto data is one that\n"
+"mobile_ep.ir._Inspector.tensor accepts without a word, in one of the plain forms onnxruntime writes: of a\n"
+"type of fixed size (bits as inference_input takes it) and dims of zero or more, with its data either in\n"
+"raw_data, of the size its shape needs, or in the external file location (location, offset and length\n"
+"given at most once each, offset and length decimal, the length the size its shape needs), or with no\n"
+"elements and no data.  False when any is not (the caller inspects them in Python); None for malformed\n"
+"bytes or a graph field given twice.");
+
+static PyObject *
+speedups_plain_initializers(PyObject *self, PyObject *args)
+{
+    Py_buffer data;
+    PyObject *bits;
+    const char *location;
+    Py_ssize_t location_len;
+    if (!PyArg_ParseTuple(args, "y*O!s#:plain_initializers", &data, &PyTuple_Type, &bits, &location, &location_len))
+        return NULL;
+    const unsigned char *p = data.buf, *end = p + data.len;
+    wire_item field, item;
+    int status = 0, graphs = 0, plain = 1;
+    while (p < end) {
+        if (!wire_next(&p, end, &field))
+            goto done;
+        if (field.number != 7)
+            continue;
+        if (field.wire_type != 2 || graphs++)
+            goto done;
+        while (plain && field.body < field.end) {
+            if (!wire_next(&field.body, field.end, &item))
+                goto done;
+            if (item.number != 5)
+                continue;
+            if (item.wire_type != 2)
+                goto done;
+            int read = wire_plain_initializer(item.body, item.end, bits, location, location_len);
+            if (read < 0) {
+                status = -1;
+                goto done;
+            }
+            plain = read;
+        }
+    }
+    status = 1;
+done:
+    PyBuffer_Release(&data);
+    if (status < 0)
+        return NULL;
+    if (status == 0)
+        Py_RETURN_NONE;
+    return PyBool_FromLong(plain);
+}
+
+/* -------------------------------------------------------------------------------------------------- */
 static PyMethodDef speedups_methods[] = {
     {"producers", speedups_producers, METH_VARARGS, producers_doc},
     {"in_degrees", speedups_in_degrees, METH_O, in_degrees_doc},
@@ -3000,6 +3146,7 @@ static PyMethodDef speedups_methods[] = {
     {"inference_input", speedups_inference_input, METH_VARARGS, inference_input_doc},
     {"needs_skeleton", speedups_needs_skeleton, METH_VARARGS, needs_skeleton_doc},
     {"node_fields", speedups_node_fields, METH_VARARGS, node_fields_doc},
+    {"plain_initializers", speedups_plain_initializers, METH_VARARGS, plain_initializers_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -613,10 +613,10 @@ def _read_session_output(p: pathlib.Path) -> onnx.ModelProto | None:
     return None if read is None else read[0]
 
 
-def _session_output(p: pathlib.Path) -> tuple[onnx.ModelProto, bytes] | None:
-    """The optimized model :func:`ort_optimized` had onnxruntime write without its weights, parsed, and the
-    bytes it was parsed from, or None (then :func:`read_proto` reads it) for anything but the plain form
-    of such a file.
+def _session_output(p: pathlib.Path) -> tuple[onnx.ModelProto, bytes, list | None] | None:
+    """The optimized model :func:`ort_optimized` had onnxruntime write without its weights, parsed, the
+    bytes it was parsed from and its nodes as ``_speedups.node_fields`` reads them (None without the C
+    extension), or None (then :func:`read_proto` reads it) for anything but the plain form of such a file.
 
     The header and every initializer are inspected as :func:`read_proto` would (data type, dims, data
     size, external-data references, which must all be :data:`OPTIMIZED_DATA`); the graph's structure
@@ -624,6 +624,9 @@ def _session_output(p: pathlib.Path) -> tuple[onnx.ModelProto, bytes] | None:
     :func:`read_proto` and :func:`validate` accepted, in the caller's private folder, and the registry
     vouches that the file is unchanged since.  A file with subgraphs, functions, training graphs, sparse
     initializers, tensor, graph or type attributes, or external data elsewhere gets the full inspection.
+    With the C extension, the nodes it reads have plain attributes only (the others are looked at here),
+    and initializers in the plain forms onnxruntime writes are checked off the bytes
+    (``_speedups.plain_initializers``); any other is inspected here.
     """
     try:
         data = p.read_bytes()
@@ -633,20 +636,25 @@ def _session_output(p: pathlib.Path) -> tuple[onnx.ModelProto, bytes] | None:
         return None  # read_proto says what is wrong
     if proto.functions or proto.training_info or proto.graph.sparse_initializer:
         return None
-    for node in proto.graph.node:
-        for attribute in node.attribute:
+    speedups = _accel.speedups
+    node_fields = None if speedups is None else speedups.node_fields(data)
+    graph_nodes = proto.graph.node
+    for i in range(len(graph_nodes)) if node_fields is None or len(node_fields) != len(graph_nodes) else (
+            i for i, read in enumerate(node_fields) if read is None):  # (a node read in C has plain attributes)
+        for attribute in graph_nodes[i].attribute:
             if attribute.type in _DEEP_ATTRIBUTES:
                 return None
     inspector = _Inspector(proto, None, OPTIMIZED_DATA)
     try:
         inspector.header()
-        for tensor in proto.graph.initializer:
-            if any(location != OPTIMIZED_DATA for location in _data_locations(tensor)):
-                return None
-            inspector.tensor(tensor, f"initializer {tensor.name!r}")
+        if speedups is None or speedups.plain_initializers(data, _ELEMENT_BITS, OPTIMIZED_DATA) is not True:
+            for tensor in proto.graph.initializer:
+                if any(location != OPTIMIZED_DATA for location in _data_locations(tensor)):
+                    return None
+                inspector.tensor(tensor, f"initializer {tensor.name!r}")
     except _Refused as exc:
         raise ModelError(f"{p}: {exc}") from None
-    return proto, data
+    return proto, data, node_fields
 
 
 def _checker_message(exc: BaseException) -> str:
@@ -831,19 +839,21 @@ def _all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
 
 
 def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = None, shapes: bool = True,
-               unwritten: UnwrittenWeights | None = None, serialized: bytes | None = None) -> ir.Model:
+               unwritten: UnwrittenWeights | None = None, serialized: bytes | None = None,
+               node_fields: list | None = None) -> ir.Model:
     """An IR model from a ModelProto, with inferred shapes and a name on every node and value.
 
     Shapes are inferred on the protobuf before it becomes IR (the IR is built once, not serialized and
     built again as :func:`infer_shapes` must); *proto* is left as it was.  *unwritten*: where *proto* was
     read from a file :func:`ort_optimized` wrote without weights, the lazy tensors for them, made as the IR
     is built when it is built the quick way (else :meth:`UnwrittenWeights.attach` puts them in after).
-    *serialized*: the bytes *proto* was parsed from, if at hand (:func:`_deserialize_plain`).
+    *serialized*: the bytes *proto* was parsed from, if at hand, and *node_fields* what
+    ``_speedups.node_fields`` read of them, if already read (:func:`_deserialize_plain`).
     """
     inferred = _infer_bytes(proto, serialized) if shapes else None
     try:
         with _gc_paused():
-            model = _deserialize_plain(proto, inferred, unwritten, serialized)
+            model = _deserialize_plain(proto, inferred, unwritten, serialized, node_fields)
             named = model is not None and _named(proto.graph)
             if model is None:
                 with _annotated(proto, None if inferred is None else onnx.load_from_string(inferred)):
@@ -889,7 +899,8 @@ class _NotPlain(Exception):
 
 
 def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | bytes | None = None,
-                       unwritten: UnwrittenWeights | None = None, serialized: bytes | None = None) -> ir.Model | None:
+                       unwritten: UnwrittenWeights | None = None, serialized: bytes | None = None,
+                       node_fields: list | None = None) -> ir.Model | None:
     """``onnx_ir.serde.deserialize_model(proto)`` for a model of one plain graph, in less time, or
     None (then onnx_ir deserializes it) for anything else: subgraphs, functions, sparse or type
     attributes, attribute references, quantization annotations, device configurations, values of other
@@ -903,7 +914,8 @@ def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | bytes
     *unwritten*: the initializers whose data went to the null device get its lazy tensors (what
     :meth:`UnwrittenWeights.attach` would put in their place afterwards).  *serialized*: the bytes *proto*
     was parsed from, when the caller has them: the graph's inputs and nodes are read off them
-    (``_speedups.input_types``, ``_speedups.node_fields``), in a fraction of the time of reading each field
+    (``_speedups.input_types``, ``_speedups.node_fields``: *node_fields*, when the caller has read them), in
+    a fraction of the time of reading each field
     from *proto* (onnxruntime's output for an IR 3 model also keeps an input for every initializer it folded
     away: hundreds on the light_* models).
 
@@ -919,9 +931,11 @@ def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | bytes
         return None
     read = None
     speedups = _accel.speedups
-    input_types = node_fields = None
+    input_types = None
     if speedups is not None and serialized is not None:
-        input_types, node_fields = speedups.input_types(serialized), speedups.node_fields(serialized)
+        input_types = speedups.input_types(serialized)
+        if node_fields is None:
+            node_fields = speedups.node_fields(serialized)
     if isinstance(inferred, bytes):
         read = speedups.value_types(inferred) if speedups is not None else None
         if read is None:
@@ -1335,7 +1349,7 @@ def load(path: str | os.PathLike, *, shapes: bool = True, check: bool = True) ->
     p = _check_path(path)
     unwritten = _UNWRITTEN.get(p)
     read = None if unwritten is None else _session_output(p)
-    proto, data = (None, None) if read is None else read
+    proto, data, node_fields = (None, None, None) if read is None else read
     flat = proto is not None  # (no subgraphs: _session_output takes only such files)
     if proto is None:
         proto = read_proto(p, unwritten=None if unwritten is None else OPTIMIZED_DATA)
@@ -1344,7 +1358,7 @@ def load(path: str | os.PathLike, *, shapes: bool = True, check: bool = True) ->
         check_inferred_shapes(proto, str(p), size=p.stat().st_size)
     if unwritten is None:
         return from_proto(proto, base_dir=p.parent, shapes=shapes)
-    model = from_proto(proto, shapes=shapes, unwritten=unwritten, serialized=data)
+    model = from_proto(proto, shapes=shapes, unwritten=unwritten, serialized=data, node_fields=node_fields)
     unwritten.attach(model, base_dir=p.parent, graphs=[model.graph] if flat else None)  # (when onnx_ir built it)
     return model
 
