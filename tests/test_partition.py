@@ -209,3 +209,34 @@ def test_excluded_nodes_sees_the_graph_nodes_through_the_context():
     result = propose(model, [Excluding()])
     assert seen == [list(model.graph)]
     assert result.per_backend["toy"].rejected[next(n for n in model.graph if n.name == "c")] == "excluded by name"
+
+
+def _same_proposal(a, b) -> None:
+    assert list(a.per_backend) == list(b.per_backend)
+    for name in a.per_backend:
+        x, y = a.per_backend[name], b.per_backend[name]
+        assert [(p.nodes, p.inputs, p.outputs) for p in x.partitions] == [(p.nodes, p.inputs, p.outputs) for p in y.partitions]
+        assert x.rejected == y.rejected and x.total_nodes == y.total_nodes
+    assert {n: (p.backend, p.reason) for n, p in a.placements.items()} == \
+        {n: (p.backend, p.reason) for n, p in b.placements.items()}
+    assert a.answers == b.answers
+
+
+def test_the_first_backends_own_proposal_is_its_part_of_the_joint_one(tmp_path):
+    """propose(first=...) takes the first backend's part from its proposal alone: the joint proposal is the same
+    as when it is worked out again (partitions, rejections, placements and their reasons, answers), on a graph
+    where both backends want the same nodes and on light models."""
+    from mepkit import LIGHT_MODELS
+    from mobile_ep import api
+
+    toy, other = ToyBackend(), OtherBackend()
+    models = [as_model(chain_with_gap())]
+    for path in LIGHT_MODELS[:3]:
+        (tmp_path / path.stem).mkdir()
+        models.append(api.load_for_analysis(path, tmp_path / path.stem))
+    for model in models:
+        for order in ((toy, other), (other, toy)):
+            alone = propose(model, [order[0]])
+            answers = {name: a for p in (alone, propose(model, [order[1]])) for name, a in p.answers.items()}
+            _same_proposal(propose(model, list(order), answers=answers, first=alone),
+                           propose(model, list(order), answers=answers))

@@ -403,7 +403,7 @@ def analyze(model: ir.Model, backends: Sequence[Backend], *, strict: bool = Fals
     combined = None
     if len(backends) > 1:  # the rules' answers are those of the runs above: only the partitioning is redone
         combined = _combined(propose(model, backends, on_error=on_error, answers={
-            name: answer for p in singles for name, answer in p.answers.items()}))
+            name: answer for p in singles for name, answer in p.answers.items()}, first=singles[0]))
     return reports, combined
 
 

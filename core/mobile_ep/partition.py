@@ -426,6 +426,7 @@ def propose(
     on_error: Callable[[Backend, NodeUnit, Exception], Support] | None = None,
     answers: Mapping[str, Mapping[int, Support]] | None = None,
     signatures: dict | None = None,
+    first: Proposal | None = None,
 ) -> Proposal:
     """Decide, for each backend in priority order, which nodes it takes.  Pure: the model is not changed.
 
@@ -435,9 +436,11 @@ def propose(
     ``signatures``: a dict (empty at first) to keep the answers of rules with ``signature_memo`` by node
     signature across proposals, of this model or others (``check`` shares one between a model as is and
     after its rewrites), per backend object, opsets and IR version; it holds on to the backends.
+    ``first``: the proposal of this same model by the first of *backends* alone (the same backend object):
+    with nothing taken before it, that backend takes what it took there, so its part is taken as it is.
     """
     with _gc_paused():
-        return _propose(model, backends, on_error, answers or {}, signatures)
+        return _propose(model, backends, on_error, answers or {}, signatures, first)
 
 
 def _signature_store(signatures: dict | None, backend: Backend, model: ir.Model) -> dict[tuple, Support]:
@@ -471,7 +474,8 @@ def _gc_paused() -> Iterator[None]:
 
 def _propose(model: ir.Model, backends: Sequence[Backend],
              on_error: Callable[[Backend, NodeUnit, Exception], Support] | None,
-             answers: Mapping[str, Mapping[int, Support]], shared: dict | None = None) -> Proposal:
+             answers: Mapping[str, Mapping[int, Support]], shared: dict | None = None,
+             first: Proposal | None = None) -> Proposal:
     graph = model.graph
     index = _GraphIndex(graph)
     graph_nodes = index.graph_nodes  # nodes are numbered by their position here
@@ -485,6 +489,9 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
     single_units: list[NodeUnit] | None = None  # one unit per node: the same for every backend
 
     for backend in backends:
+        if first is not None and backend is backends[0] and backend.name in first.per_backend:
+            _take_first(first, backend.name, graph_nodes, owner, memos, per_backend, reasons)
+            continue
         ctx = _ProposalContext(model, backend, graph, graph_nodes)
         qdq_ops = backend.qdq_ops()
         single = True
@@ -602,6 +609,22 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
         texts = ["" if name is not None else "; ".join(reasons.get(node, ()))
                  for node, name in zip(nodes, owners, strict=True)]
     return Proposal(nodes, per_backend, _placements(nodes, owners, texts), memos)
+
+
+def _take_first(first: Proposal, name: str, graph_nodes: list[ir.Node], owner: list[str | None],
+                memos: dict[str, dict[int, Support]], per_backend: dict[str, BackendProposal],
+                reasons: dict[ir.Node, list[str]]) -> None:
+    """The first backend's part of a proposal, as it proposed alone (*first*): its partitions, its rejections,
+    its answers."""
+    taken = first.per_backend[name]
+    number = dict(zip(graph_nodes, range(len(graph_nodes)), strict=True))
+    for partition in taken.partitions:
+        for node in partition.nodes:
+            owner[number[node]] = name
+    for node, reason in taken.rejected.items():
+        reasons[node].append(f"{name}: {reason}")
+    memos[name] = first.answers.get(name, {})
+    per_backend[name] = BackendProposal(name, list(taken.partitions), dict(taken.rejected), taken.total_nodes)
 
 
 def _fast_signatures(nodes: list[ir.Node], ctx: _ProposalContext, backend: Backend, owner: list[str | None] | None,
