@@ -495,3 +495,30 @@ def test_onnxruntimes_output_is_checked_off_the_bytes(path, tmp_path, monkeypatc
     monkeypatch.setattr(mir._Inspector, "tensor", lambda self, tensor, where: inspected.append(where))
     proto_read, data_read, node_fields = mir._session_output(out)
     assert inspected == [] and data_read == data and node_fields == mir._accel.speedups.node_fields(data)
+
+
+def test_plain_attributes_are_built_with_their_slots_set_only_where_that_is_what_the_constructor_builds(monkeypatch):
+    made = mir._make_plain_attr("k", ir.AttributeType.INTS, (1, 2), "doc")
+    built = ir.Attr("k", ir.AttributeType.INTS, (1, 2), doc_string="doc")
+    assert (made.name, made.type, made.value, made.doc_string, made.ref_attr_name, made.meta) == \
+        (built.name, built.type, built.value, built.doc_string, built.ref_attr_name, built.meta)
+
+    class Changed(ir.Attr):  # an onnx_ir whose Attr keeps another field: the constructor is used
+        __slots__ = ("_extra",)
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._extra = 1
+
+    monkeypatch.setattr(ir, "Attr", Changed)
+    assert mir._plain_attr_maker()("k", ir.AttributeType.INT, 1, None)._extra == 1
+
+    class Converting(ir.Attr):  # one whose constructor stores another value than it is given
+        __slots__ = ()
+
+        def __init__(self, name, type, value, ref_attr_name=None, *, doc_string=None):
+            super().__init__(name, type, value, ref_attr_name, doc_string=doc_string)
+            self._value = ("converted", value)
+
+    monkeypatch.setattr(ir, "Attr", Converting)
+    assert mir._plain_attr_maker()("k", ir.AttributeType.INT, 1, None).value == ("converted", 1)
