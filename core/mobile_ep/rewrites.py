@@ -464,9 +464,9 @@ class LRNToConv(Rewrite):
         size = int(attr(node, "size"))
         alpha, beta, bias = float(attr(node, "alpha", 1e-4)), float(attr(node, "beta", 0.75)), float(attr(node, "bias", 1.0))
         before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
-        band = np.zeros((channels, channels, 1, 1), dtype=dtype.numpy())  # type: ignore[union-attr]
-        for c in range(channels):
-            band[c, max(0, c - before): min(channels, c + after + 1), 0, 0] = 1.0
+        offset = np.subtract.outer(np.arange(channels), np.arange(channels))  # (c - j) for output c, input j
+        band = ((offset <= before) & (offset >= -after)).astype(dtype.numpy()).reshape(  # type: ignore[union-attr]
+            channels, channels, 1, 1)  # 1 where input channel j is in output channel c's window
         square = b.op("Mul", [x, x], shape=shape, dtype=dtype)
         window = b.op("Conv", [square, b.const(band, "window")], shape=shape, dtype=dtype, kernel_shape=[1, 1])
         scaled = b.op("Mul", [window, _scalar(b, alpha / size, dtype)], shape=shape, dtype=dtype)
