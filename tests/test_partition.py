@@ -223,9 +223,10 @@ def _same_proposal(a, b) -> None:
 
 
 def test_the_first_backends_own_proposal_is_its_part_of_the_joint_one(tmp_path):
-    """propose(first=...) takes the first backend's part from its proposal alone: the joint proposal is the same
-    as when it is worked out again (partitions, rejections, placements and their reasons, answers), on a graph
-    where both backends want the same nodes and on light models."""
+    """propose(first=...) takes the first backend's part from its proposal alone, and propose(same_graph=...) the
+    graph's index of an earlier proposal: either way the proposal is the same as when it is worked out again
+    (partitions, rejections, placements and their reasons, answers), on a graph where both backends want the
+    same nodes and on light models."""
     from mepkit import LIGHT_MODELS
     from mobile_ep import api
 
@@ -240,3 +241,9 @@ def test_the_first_backends_own_proposal_is_its_part_of_the_joint_one(tmp_path):
             answers = {name: a for p in (alone, propose(model, [order[1]])) for name, a in p.answers.items()}
             _same_proposal(propose(model, list(order), answers=answers, first=alone),
                            propose(model, list(order), answers=answers))
+            # the graph's index of an earlier proposal of the unchanged model, used again: the same proposal
+            again = propose(model, [order[1]], same_graph=alone)
+            assert again.index is alone.index
+            _same_proposal(again, propose(model, [order[1]]))
+    other_model = as_model(chain_with_gap())  # (an index of another graph is not taken)
+    assert propose(other_model, [toy], same_graph=propose(models[0], [toy])).index.graph is other_model.graph

@@ -392,8 +392,9 @@ def analyze(model: ir.Model, backends: Sequence[Backend], *, strict: bool = Fals
     on_error = isolate_faults(strict)
     reports = {}
     singles = []
-    for backend in backends:
-        proposal = propose(model, [backend], on_error=on_error, signatures=signatures)
+    for backend in backends:  # (the model does not change here: the graph's index is made once)
+        proposal = propose(model, [backend], on_error=on_error, signatures=signatures,
+                           same_graph=singles[0] if singles else None)
         singles.append(proposal)
         if proposals is not None:
             proposals[backend.name] = proposal
@@ -403,7 +404,8 @@ def analyze(model: ir.Model, backends: Sequence[Backend], *, strict: bool = Fals
     combined = None
     if len(backends) > 1:  # the rules' answers are those of the runs above: only the partitioning is redone
         combined = _combined(propose(model, backends, on_error=on_error, answers={
-            name: answer for p in singles for name, answer in p.answers.items()}, first=singles[0]))
+            name: answer for p in singles for name, answer in p.answers.items()}, first=singles[0],
+            same_graph=singles[0]))
     return reports, combined
 
 

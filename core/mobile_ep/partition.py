@@ -89,6 +89,8 @@ class Proposal:
     placements: dict[ir.Node, Placement]
     #: Each backend's rule answers by node (``id`` of a unit's target), for :func:`propose`'s *answers*.
     answers: dict[str, dict[int, Support]] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    #: The graph's index it was worked out on (for a later proposal of the same, unchanged model).
+    index: object = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def partitions(self) -> list[Partition]:
@@ -152,10 +154,11 @@ class _GraphIndex:
     as producers: graph inputs, initializers and values made in subgraphs or outer scopes have none.
     """
 
-    __slots__ = ("graph_nodes", "order", "position", "producers", "in_degree", "consumers", "made_by",
+    __slots__ = ("graph", "graph_nodes", "order", "position", "producers", "in_degree", "consumers", "made_by",
                  "outer_reads", "_has_quantize", "_where")
 
     def __init__(self, graph: ir.Graph) -> None:
+        self.graph = graph
         self.graph_nodes = graph_nodes = list(graph)
         # (map/chain keep these loops in C: they run for every node)
         outputs = _gather(_outputs, graph_nodes)
@@ -427,6 +430,7 @@ def propose(
     answers: Mapping[str, Mapping[int, Support]] | None = None,
     signatures: dict | None = None,
     first: Proposal | None = None,
+    same_graph: Proposal | None = None,
 ) -> Proposal:
     """Decide, for each backend in priority order, which nodes it takes.  Pure: the model is not changed.
 
@@ -438,9 +442,11 @@ def propose(
     after its rewrites), per backend object, opsets and IR version; it holds on to the backends.
     ``first``: the proposal of this same model by the first of *backends* alone (the same backend object):
     with nothing taken before it, that backend takes what it took there, so its part is taken as it is.
+    ``same_graph``: a proposal of this same model, not changed since: its index of the graph is used again.
     """
     with _gc_paused():
-        return _propose(model, backends, on_error, answers or {}, signatures, first)
+        return _propose(model, backends, on_error, answers or {}, signatures, first,
+                        None if same_graph is None else same_graph.index)
 
 
 def _signature_store(signatures: dict | None, backend: Backend, model: ir.Model) -> dict[tuple, Support]:
@@ -475,9 +481,10 @@ def _gc_paused() -> Iterator[None]:
 def _propose(model: ir.Model, backends: Sequence[Backend],
              on_error: Callable[[Backend, NodeUnit, Exception], Support] | None,
              answers: Mapping[str, Mapping[int, Support]], shared: dict | None = None,
-             first: Proposal | None = None) -> Proposal:
+             first: Proposal | None = None, index: object = None) -> Proposal:
     graph = model.graph
-    index = _GraphIndex(graph)
+    if not isinstance(index, _GraphIndex) or index.graph is not graph:
+        index = _GraphIndex(graph)
     graph_nodes = index.graph_nodes  # nodes are numbered by their position here
     position = index.position.__getitem__  # ... and ordered by their position in index.order
     graph_outputs = frozenset(graph.outputs)
@@ -608,7 +615,7 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
     else:
         texts = ["" if name is not None else "; ".join(reasons.get(node, ()))
                  for node, name in zip(nodes, owners, strict=True)]
-    return Proposal(nodes, per_backend, _placements(nodes, owners, texts), memos)
+    return Proposal(nodes, per_backend, _placements(nodes, owners, texts), memos, index)
 
 
 def _take_first(first: Proposal, name: str, graph_nodes: list[ir.Node], owner: list[str | None],
