@@ -2417,7 +2417,7 @@ PyDoc_STRVAR(inference_input_doc,
 "most max_bytes bytes kept (external ones never).  bits[data_type] is the bits an element of that type\n"
 "takes (-1: unknown; 8 is the string type, whose size is its strings' bytes).  None where the model is\n"
 "left to Python: malformed bytes, a graph given twice, training information, sparse initializers, an\n"
-"initializer without a name or with a dim below zero.");
+"initializer without a name or with a dim below zero, a graph, input or initializer name that is not UTF-8.");
 
 static PyObject *
 speedups_inference_input(PyObject *self, PyObject *args)
@@ -2485,6 +2485,14 @@ speedups_inference_input(PyObject *self, PyObject *args)
                         input_end = part.end;
                     }
                 }
+                PyObject *text = PyUnicode_DecodeUTF8((const char *)input_name, input_end - input_name, "strict");
+                if (text == NULL) { /* a name that is not UTF-8: Python's copy refuses it */
+                    status = PyErr_ExceptionMatches(PyExc_UnicodeDecodeError) ? 0 : -1;
+                    if (status == 0)
+                        PyErr_Clear();
+                    goto done;
+                }
+                Py_DECREF(text);
                 PyObject *key = PyBytes_FromStringAndSize((const char *)input_name, input_end - input_name);
                 if (key == NULL || PySet_Add(listed, key) < 0) {
                     Py_XDECREF(key);
@@ -2512,6 +2520,14 @@ speedups_inference_input(PyObject *self, PyObject *args)
         }
         if (t.name == NULL || t.name == t.name_end || t.elements < 0)
             goto done;
+        PyObject *text = PyUnicode_DecodeUTF8((const char *)t.name, t.name_end - t.name, "strict");
+        if (text == NULL) { /* a name that is not UTF-8: Python's copy refuses it */
+            status = PyErr_ExceptionMatches(PyExc_UnicodeDecodeError) ? 0 : -1;
+            if (status == 0)
+                PyErr_Clear();
+            goto done;
+        }
+        Py_DECREF(text);
         if (!t.external) {
             long long size = -1;
             if (t.data_type == 8) /* STRING */
@@ -2546,6 +2562,14 @@ speedups_inference_input(PyObject *self, PyObject *args)
     }
     if (name == NULL)
         name = name_end = (const unsigned char *)"";
+    PyObject *graph_name = PyUnicode_DecodeUTF8((const char *)name, name_end - name, "strict");
+    if (graph_name == NULL) { /* not UTF-8: Python's copy refuses it */
+        status = PyErr_ExceptionMatches(PyExc_UnicodeDecodeError) ? 0 : -1;
+        if (status == 0)
+            PyErr_Clear();
+        goto done;
+    }
+    Py_DECREF(graph_name);
     if (buffer_field(&graph, 2, name, (size_t)(name_end - name)) < 0 || buffer_put(&graph, kept.data, kept.len) < 0
         || buffer_put(&graph, added.data, added.len) < 0)
         goto done_error_if_set;
@@ -2598,7 +2622,7 @@ speedups_needs_skeleton(PyObject *self, PyObject *args)
     while (p < end) { /* ModelProto */
         if (!wire_next(&p, end, &field))
             goto done;
-        if (field.number == 20) /* training_info */
+        if (field.number == 20 && field.wire_type == 2) /* training_info (another wire type: an unknown field) */
             needs = 1;
         else if (field.number == 7) {
             if (field.wire_type != 2 || graphs++)
@@ -2611,7 +2635,7 @@ speedups_needs_skeleton(PyObject *self, PyObject *args)
     while (!needs && p != NULL && p < graph_end) {
         if (!wire_next(&p, graph_end, &item))
             goto done;
-        if (item.number == 15) /* sparse_initializer */
+        if (item.number == 15 && item.wire_type == 2) /* sparse_initializer */
             needs = 1;
         if (item.number != 5)
             continue;
