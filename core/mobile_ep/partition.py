@@ -31,6 +31,7 @@ from .capability import (
     Backend,
     NodeUnit,
     PartitionView,
+    RuleContext,
     Support,
     _ProposalContext,
     _single_units,
@@ -155,7 +156,7 @@ class _GraphIndex:
     """
 
     __slots__ = ("graph", "graph_nodes", "order", "position", "producers", "in_degree", "consumers", "made_by",
-                 "outer_reads", "_has_quantize", "_where")
+                 "outer_reads", "_has_quantize", "_where", "_signatures")
 
     def __init__(self, graph: ir.Graph) -> None:
         self.graph = graph
@@ -197,6 +198,24 @@ class _GraphIndex:
         self.position, self.consumers = _ordered_consumers(order, users)
         self._has_quantize: bool | None = None
         self._where: dict[ir.Node, int] | None = None  # node -> number, for io_many (built when first needed)
+        self._signatures: tuple[object, list[tuple | None] | None] | None = None  # (see signatures)
+
+    def signatures(self, ctx: _ProposalContext) -> list[tuple | None] | None:
+        """Every node's signature as *ctx* works them out (``ctx.signatures(nodes)``), made once for all the
+        proposals that share this index: a node's signature depends on the node and the model only, when the
+        context is a plain proposal context with nothing pending (then its facts are worked out in C, as any
+        such context would).  None for another context, or when working them out raised."""
+        if (type(ctx) is not _ProposalContext or ctx.pending_constants or _speedups is None
+                or type(ctx).dtype is not RuleContext.dtype or type(ctx).is_constant is not RuleContext.is_constant):
+            return None
+        key = (id(ctx.model), (ctx.model.ir_version or 0) >= 4)
+        if self._signatures is None or self._signatures[0] != key:
+            try:
+                every = ctx.signatures(self.graph_nodes)
+            except Exception:
+                every = None
+            self._signatures = (key, every)
+        return self._signatures[1]
 
     @property
     def nodes(self) -> list[ir.Node]:
@@ -539,7 +558,7 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
             signatures = _signature_store(shared, backend, model)
         # Every node's signature worked out up front (None where the memo does not apply), so that the wave loop
         # answers a node whose signature is known "supported" without calling is_supported.
-        fast_signatures = _fast_signatures(graph_nodes, ctx, backend, owner if taken else None, excluded) \
+        fast_signatures = _fast_signatures(graph_nodes, ctx, backend, owner if taken else None, excluded, index) \
             if signatures is not None and single else None
         fast = None if fast_signatures is None else (
             fast_signatures, signatures, list(map(id, graph_nodes)), memo, SUPPORTED)
@@ -635,10 +654,11 @@ def _take_first(first: Proposal, name: str, graph_nodes: list[ir.Node], owner: l
 
 
 def _fast_signatures(nodes: list[ir.Node], ctx: _ProposalContext, backend: Backend, owner: list[str | None] | None,
-                     excluded: Mapping[ir.Node, str]) -> list[tuple | None] | None:
+                     excluded: Mapping[ir.Node, str], index: _GraphIndex | None = None) -> list[tuple | None] | None:
     """Each node's signature where its rule has ``signature_memo`` and the node is neither taken by an earlier
     backend nor excluded, else None; ``None`` altogether if working them out raised (then each node is asked
-    on its own, and its error is handled as usual)."""
+    on its own, and its error is handled as usual).  *index*: the graph's index (:meth:`_GraphIndex.signatures`
+    keeps every node's signature there for the proposals that share it)."""
     try:
         domains = _gather(_domain, nodes)
         ops = _gather(_op_type, nodes)
@@ -652,6 +672,12 @@ def _fast_signatures(nodes: list[ir.Node], ctx: _ProposalContext, backend: Backe
             mask = [wanted and name is None for wanted, name in zip(mask, owner, strict=True)]
         if excluded:
             mask = [wanted and node not in excluded for wanted, node in zip(mask, nodes, strict=True)]
+    except Exception:
+        return None
+    every = index.signatures(ctx) if index is not None else None
+    if every is not None:
+        return [signature if wanted else None for signature, wanted in zip(every, mask, strict=True)]
+    try:
         return ctx.signatures(nodes, mask)
     except Exception:
         return None
