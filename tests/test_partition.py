@@ -7,7 +7,7 @@ from onnx import TensorProto, helper
 
 from mepkit import OtherBackend, ToyBackend, const, make_model, tensor
 from mobile_ep import Support
-from mobile_ep.partition import propose, verdict
+from mobile_ep.partition import graph_index, propose, verdict
 from mobile_ep.testing import as_model
 
 
@@ -223,8 +223,8 @@ def _same_proposal(a, b) -> None:
 
 
 def test_the_first_backends_own_proposal_is_its_part_of_the_joint_one(tmp_path):
-    """propose(first=...) takes the first backend's part from its proposal alone, and propose(same_graph=...) the
-    graph's index of an earlier proposal: either way the proposal is the same as when it is worked out again
+    """propose(first=...) takes the first backend's part from its proposal alone, and propose(index=...) an index
+    of the graph made once: either way the proposal is the same as when it is worked out again
     (partitions, rejections, placements and their reasons, answers), on a graph where both backends want the
     same nodes and on light models."""
     from mepkit import LIGHT_MODELS
@@ -241,9 +241,13 @@ def test_the_first_backends_own_proposal_is_its_part_of_the_joint_one(tmp_path):
             answers = {name: a for p in (alone, propose(model, [order[1]])) for name, a in p.answers.items()}
             _same_proposal(propose(model, list(order), answers=answers, first=alone),
                            propose(model, list(order), answers=answers))
-            # the graph's index of an earlier proposal of the unchanged model, used again: the same proposal
-            again = propose(model, [order[1]], same_graph=alone)
-            assert again.index is alone.index
-            _same_proposal(again, propose(model, [order[1]]))
+            # one index of the unchanged model's graph (and the signatures it keeps) for several proposals
+            index = graph_index(model)
+            shared = [propose(model, [backend], index=index) for backend in order]
+            assert index._signatures is not None and index._signatures[1] is not None
+            for backend, proposal in zip(order, shared, strict=True):
+                _same_proposal(proposal, propose(model, [backend]))
+            _same_proposal(propose(model, list(order), answers=answers, first=alone, index=index),
+                           propose(model, list(order), answers=answers))
     other_model = as_model(chain_with_gap())  # (an index of another graph is not taken)
-    assert propose(other_model, [toy], same_graph=propose(models[0], [toy])).index.graph is other_model.graph
+    assert _same_proposal(propose(other_model, [toy], index=graph_index(models[0])), propose(other_model, [toy])) is None

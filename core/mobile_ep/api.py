@@ -34,7 +34,7 @@ from . import ir as mir
 from .capability import Backend, NodeUnit, RuleContext, Support, op_label
 from .cost import PartitionCost, select_partitions
 from .errors import BackendError, UsageError, VerificationError
-from .partition import BackendProposal, Proposal, propose
+from .partition import BackendProposal, Proposal, graph_index, propose
 from .passes import FixShapesPass, LegalizePass
 from .plugins import Plugins, make_plugins
 
@@ -392,9 +392,9 @@ def analyze(model: ir.Model, backends: Sequence[Backend], *, strict: bool = Fals
     on_error = isolate_faults(strict)
     reports = {}
     singles = []
-    for backend in backends:  # (the model does not change here: the graph's index is made once)
-        proposal = propose(model, [backend], on_error=on_error, signatures=signatures,
-                           same_graph=singles[0] if singles else None)
+    index = graph_index(model)  # (the model does not change here: one index for every proposal, dropped after)
+    for backend in backends:
+        proposal = propose(model, [backend], on_error=on_error, signatures=signatures, index=index)
         singles.append(proposal)
         if proposals is not None:
             proposals[backend.name] = proposal
@@ -404,8 +404,7 @@ def analyze(model: ir.Model, backends: Sequence[Backend], *, strict: bool = Fals
     combined = None
     if len(backends) > 1:  # the rules' answers are those of the runs above: only the partitioning is redone
         combined = _combined(propose(model, backends, on_error=on_error, answers={
-            name: answer for p in singles for name, answer in p.answers.items()}, first=singles[0],
-            same_graph=singles[0]))
+            name: answer for p in singles for name, answer in p.answers.items()}, first=singles[0], index=index))
     return reports, combined
 
 

@@ -90,8 +90,6 @@ class Proposal:
     placements: dict[ir.Node, Placement]
     #: Each backend's rule answers by node (``id`` of a unit's target), for :func:`propose`'s *answers*.
     answers: dict[str, dict[int, Support]] = dataclasses.field(default_factory=dict, repr=False, compare=False)
-    #: The graph's index it was worked out on (for a later proposal of the same, unchanged model).
-    index: object = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def partitions(self) -> list[Partition]:
@@ -449,7 +447,7 @@ def propose(
     answers: Mapping[str, Mapping[int, Support]] | None = None,
     signatures: dict | None = None,
     first: Proposal | None = None,
-    same_graph: Proposal | None = None,
+    index: _GraphIndex | None = None,
 ) -> Proposal:
     """Decide, for each backend in priority order, which nodes it takes.  Pure: the model is not changed.
 
@@ -461,11 +459,18 @@ def propose(
     after its rewrites), per backend object, opsets and IR version; it holds on to the backends.
     ``first``: the proposal of this same model by the first of *backends* alone (the same backend object):
     with nothing taken before it, that backend takes what it took there, so its part is taken as it is.
-    ``same_graph``: a proposal of this same model, not changed since: its index of the graph is used again.
+    ``index``: an index of this same model's graph (:func:`graph_index`), not changed since it was made, for
+    proposals of one model to share (with the node signatures it keeps); one is made here when not given.
     """
     with _gc_paused():
-        return _propose(model, backends, on_error, answers or {}, signatures, first,
-                        None if same_graph is None else same_graph.index)
+        return _propose(model, backends, on_error, answers or {}, signatures, first, index)
+
+
+def graph_index(model: ir.Model) -> _GraphIndex:
+    """An index of *model*'s graph for :func:`propose`'s *index*: proposals of the model, as long as it does not
+    change, can share it (and the node signatures it keeps) instead of each making its own.  It holds on to
+    what it keeps until dropped."""
+    return _GraphIndex(model.graph)
 
 
 def _signature_store(signatures: dict | None, backend: Backend, model: ir.Model) -> dict[tuple, Support]:
@@ -500,7 +505,7 @@ def _gc_paused() -> Iterator[None]:
 def _propose(model: ir.Model, backends: Sequence[Backend],
              on_error: Callable[[Backend, NodeUnit, Exception], Support] | None,
              answers: Mapping[str, Mapping[int, Support]], shared: dict | None = None,
-             first: Proposal | None = None, index: object = None) -> Proposal:
+             first: Proposal | None = None, index: _GraphIndex | None = None) -> Proposal:
     graph = model.graph
     if not isinstance(index, _GraphIndex) or index.graph is not graph:
         index = _GraphIndex(graph)
@@ -634,7 +639,7 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
     else:
         texts = ["" if name is not None else "; ".join(reasons.get(node, ()))
                  for node, name in zip(nodes, owners, strict=True)]
-    return Proposal(nodes, per_backend, _placements(nodes, owners, texts), memos, index)
+    return Proposal(nodes, per_backend, _placements(nodes, owners, texts), memos)
 
 
 def _take_first(first: Proposal, name: str, graph_nodes: list[ir.Node], owner: list[str | None],
