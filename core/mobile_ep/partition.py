@@ -507,7 +507,8 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
              answers: Mapping[str, Mapping[int, Support]], shared: dict | None = None,
              first: Proposal | None = None, index: _GraphIndex | None = None) -> Proposal:
     graph = model.graph
-    if not isinstance(index, _GraphIndex) or index.graph is not graph:
+    shared_index = isinstance(index, _GraphIndex) and index.graph is graph
+    if not shared_index:
         index = _GraphIndex(graph)
     graph_nodes = index.graph_nodes  # nodes are numbered by their position here
     position = index.position.__getitem__  # ... and ordered by their position in index.order
@@ -563,7 +564,8 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
             signatures = _signature_store(shared, backend, model)
         # Every node's signature worked out up front (None where the memo does not apply), so that the wave loop
         # answers a node whose signature is known "supported" without calling is_supported.
-        fast_signatures = _fast_signatures(graph_nodes, ctx, backend, owner if taken else None, excluded, index) \
+        fast_signatures = _fast_signatures(graph_nodes, ctx, backend, owner if taken else None, excluded,
+                                           index if shared_index else None) \
             if signatures is not None and single else None
         fast = None if fast_signatures is None else (
             fast_signatures, signatures, list(map(id, graph_nodes)), memo, SUPPORTED)
@@ -662,8 +664,9 @@ def _fast_signatures(nodes: list[ir.Node], ctx: _ProposalContext, backend: Backe
                      excluded: Mapping[ir.Node, str], index: _GraphIndex | None = None) -> list[tuple | None] | None:
     """Each node's signature where its rule has ``signature_memo`` and the node is neither taken by an earlier
     backend nor excluded, else None; ``None`` altogether if working them out raised (then each node is asked
-    on its own, and its error is handled as usual).  *index*: the graph's index (:meth:`_GraphIndex.signatures`
-    keeps every node's signature there for the proposals that share it)."""
+    on its own, and its error is handled as usual).  *index*: an index of the graph that several proposals share
+    (:meth:`_GraphIndex.signatures` keeps every node's signature there for them); without one, only the
+    signatures asked for are worked out."""
     try:
         domains = _gather(_domain, nodes)
         ops = _gather(_op_type, nodes)
