@@ -2197,6 +2197,93 @@ done:
     return result;
 }
 
+/* The main graph of the serialized ModelProto [p, end): 1 with [*body, *body_end) its bytes (both NULL when
+ * there is none) and *training set when a training_info field is there (when training is not NULL); 0 for
+ * malformed bytes or a graph field given twice (the parser merges the two) or of another wire type. */
+static int
+wire_main_graph(const unsigned char *p, const unsigned char *end, const unsigned char **body,
+                const unsigned char **body_end, int *training)
+{
+    wire_item field;
+    int graphs = 0;
+    *body = *body_end = NULL;
+    while (p < end) {
+        if (!wire_next(&p, end, &field))
+            return 0;
+        if (field.number == 20 && field.wire_type == 2 && training != NULL) /* training_info */
+            *training = 1;
+        if (field.number != 7) /* ModelProto.graph */
+            continue;
+        if (field.wire_type != 2 || graphs++)
+            return 0;
+        *body = field.body;
+        *body_end = field.end;
+    }
+    return 1;
+}
+
+/* Reads one message of a repeated field into *out: 1 read, 0 not read here, -1 a Python error. */
+typedef int (*wire_reader)(const unsigned char *p, const unsigned char *end, PyObject **out);
+
+/* [reader's reading of each field *number* of the main graph of data, or None where it does not read it], or
+ * None (malformed bytes, a graph given twice, such a field of another wire type); NULL with an error set. */
+static PyObject *
+wire_graph_list(Py_buffer *data, uint64_t number, wire_reader reader)
+{
+    const unsigned char *p, *end;
+    PyObject *items = NULL, *item = NULL;
+    wire_item field;
+    int status = 0;
+    if (!wire_main_graph(data->buf, (const unsigned char *)data->buf + data->len, &p, &end, NULL))
+        goto done;
+    if ((items = PyList_New(0)) == NULL) {
+        status = -1;
+        goto done;
+    }
+    while (p != NULL && p < end) {
+        if (!wire_next(&p, end, &field))
+            goto done;
+        if (field.number != number)
+            continue;
+        if (field.wire_type != 2)
+            goto done;
+        int read = reader(field.body, field.end, &item);
+        if (read < 0) {
+            status = -1;
+            goto done;
+        }
+        status = PyList_Append(items, read == 1 ? item : Py_None) < 0 ? -1 : 0;
+        Py_CLEAR(item);
+        if (status < 0)
+            goto done;
+    }
+    status = 1;
+done:
+    Py_XDECREF(item);
+    PyBuffer_Release(data);
+    if (status == 1)
+        return items;
+    Py_XDECREF(items);
+    if (status < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* An input (ValueInfoProto) as input_types gives it: (name, (element type, dims)). */
+static int
+wire_input_type(const unsigned char *p, const unsigned char *end, PyObject **out)
+{
+    PyObject *name = NULL, *entry = NULL;
+    int read = wire_typed_value(p, end, &name, &entry);
+    if (read == 1) {
+        *out = PyTuple_Pack(2, name, entry);
+        read = *out == NULL ? -1 : 1;
+    }
+    Py_XDECREF(name);
+    Py_XDECREF(entry);
+    return read;
+}
+
 PyDoc_STRVAR(input_types_doc,
 "input_types(data) -> [(name, (elem_type, dims)) or None, ...] or None\n\n"
 "The types of the main graph's inputs in the serialized ModelProto data, in order, read as value_types\n"
@@ -2210,53 +2297,7 @@ speedups_input_types(PyObject *self, PyObject *args)
     Py_buffer data;
     if (!PyArg_ParseTuple(args, "y*:input_types", &data))
         return NULL;
-    const unsigned char *p = data.buf, *end = p + data.len;
-    PyObject *inputs = PyList_New(0), *name = NULL, *entry = NULL;
-    int status = 0, graphs = 0;
-    wire_item field, item;
-    if (inputs == NULL) {
-        status = -1;
-        goto done;
-    }
-    while (p < end) {
-        if (!wire_next(&p, end, &field))
-            goto done;
-        if (field.number != 7) /* ModelProto.graph */
-            continue;
-        if (field.wire_type != 2 || graphs++) /* twice: merged when parsed */
-            goto done;
-        while (field.body < field.end) {
-            if (!wire_next(&field.body, field.end, &item))
-                goto done;
-            if (item.number != 11) /* input */
-                continue;
-            if (item.wire_type != 2)
-                goto done;
-            int read = wire_typed_value(item.body, item.end, &name, &entry);
-            if (read < 0) {
-                status = -1;
-                goto done;
-            }
-            PyObject *pair = read == 1 ? PyTuple_Pack(2, name, entry) : Py_NewRef(Py_None);
-            status = pair == NULL || PyList_Append(inputs, pair) < 0 ? -1 : 0;
-            Py_XDECREF(pair);
-            Py_CLEAR(name);
-            Py_CLEAR(entry);
-            if (status < 0)
-                goto done;
-        }
-    }
-    status = 1;
-done:
-    Py_XDECREF(name);
-    Py_XDECREF(entry);
-    PyBuffer_Release(&data);
-    if (status == 1)
-        return inputs;
-    Py_XDECREF(inputs);
-    if (status < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    return wire_graph_list(&data, 11, wire_input_type); /* GraphProto.input */
 }
 
 /* -------------------------------------------------------------------------------------------------- */
@@ -2615,23 +2656,12 @@ speedups_needs_skeleton(PyObject *self, PyObject *args)
     long long limit;
     if (!PyArg_ParseTuple(args, "y*O!L:needs_skeleton", &data, &PyTuple_Type, &bits, &limit))
         return NULL;
-    const unsigned char *p = data.buf, *end = p + data.len, *graph_body = NULL, *graph_end = NULL;
+    const unsigned char *p, *graph_end;
     wire_initializer t = {0};
-    wire_item field, item;
-    int status = 0, graphs = 0, needs = 0;
-    while (p < end) { /* ModelProto */
-        if (!wire_next(&p, end, &field))
-            goto done;
-        if (field.number == 20 && field.wire_type == 2) /* training_info (another wire type: an unknown field) */
-            needs = 1;
-        else if (field.number == 7) {
-            if (field.wire_type != 2 || graphs++)
-                goto done;
-            graph_body = field.body;
-            graph_end = field.end;
-        }
-    }
-    p = graph_body;
+    wire_item item;
+    int status = 0, needs = 0;
+    if (!wire_main_graph(data.buf, (const unsigned char *)data.buf + data.len, &p, &graph_end, &needs))
+        goto done;
     while (!needs && p != NULL && p < graph_end) {
         if (!wire_next(&p, graph_end, &item))
             goto done;
@@ -2960,49 +2990,7 @@ speedups_node_fields(PyObject *self, PyObject *args)
     Py_buffer data;
     if (!PyArg_ParseTuple(args, "y*:node_fields", &data))
         return NULL;
-    const unsigned char *p = data.buf, *end = p + data.len;
-    PyObject *nodes = PyList_New(0), *node = NULL;
-    int status = 0, graphs = 0;
-    wire_item field, item;
-    if (nodes == NULL) {
-        status = -1;
-        goto done;
-    }
-    while (p < end) {
-        if (!wire_next(&p, end, &field))
-            goto done;
-        if (field.number != 7) /* ModelProto.graph */
-            continue;
-        if (field.wire_type != 2 || graphs++)
-            goto done;
-        while (field.body < field.end) {
-            if (!wire_next(&field.body, field.end, &item))
-                goto done;
-            if (item.number != 1) /* node */
-                continue;
-            if (item.wire_type != 2)
-                goto done;
-            int read = wire_node_fields(item.body, item.end, &node);
-            if (read < 0) {
-                status = -1;
-                goto done;
-            }
-            status = PyList_Append(nodes, read == 1 ? node : Py_None) < 0 ? -1 : 0;
-            Py_CLEAR(node);
-            if (status < 0)
-                goto done;
-        }
-    }
-    status = 1;
-done:
-    Py_XDECREF(node);
-    PyBuffer_Release(&data);
-    if (status == 1)
-        return nodes;
-    Py_XDECREF(nodes);
-    if (status < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    return wire_graph_list(&data, 1, wire_node_fields); /* GraphProto.node */
 }
 
 /* -------------------------------------------------------------------------------------------------- */
@@ -3116,30 +3104,24 @@ speedups_plain_initializers(PyObject *self, PyObject *args)
     Py_ssize_t location_len;
     if (!PyArg_ParseTuple(args, "y*O!s#:plain_initializers", &data, &PyTuple_Type, &bits, &location, &location_len))
         return NULL;
-    const unsigned char *p = data.buf, *end = p + data.len;
-    wire_item field, item;
-    int status = 0, graphs = 0, plain = 1;
-    while (p < end) {
-        if (!wire_next(&p, end, &field))
+    const unsigned char *p, *graph_end;
+    wire_item item;
+    int status = 0, plain = 1;
+    if (!wire_main_graph(data.buf, (const unsigned char *)data.buf + data.len, &p, &graph_end, NULL))
+        goto done;
+    while (plain && p != NULL && p < graph_end) {
+        if (!wire_next(&p, graph_end, &item))
             goto done;
-        if (field.number != 7)
+        if (item.number != 5)
             continue;
-        if (field.wire_type != 2 || graphs++)
+        if (item.wire_type != 2)
             goto done;
-        while (plain && field.body < field.end) {
-            if (!wire_next(&field.body, field.end, &item))
-                goto done;
-            if (item.number != 5)
-                continue;
-            if (item.wire_type != 2)
-                goto done;
-            int read = wire_plain_initializer(item.body, item.end, bits, location, location_len);
-            if (read < 0) {
-                status = -1;
-                goto done;
-            }
-            plain = read;
+        int read = wire_plain_initializer(item.body, item.end, bits, location, location_len);
+        if (read < 0) {
+            status = -1;
+            goto done;
         }
+        plain = read;
     }
     status = 1;
 done:
