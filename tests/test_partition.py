@@ -239,8 +239,11 @@ def test_the_first_backends_own_proposal_is_its_part_of_the_joint_one(tmp_path):
         for order in ((toy, other), (other, toy)):
             alone = propose(model, [order[0]])
             answers = {name: a for p in (alone, propose(model, [order[1]])) for name, a in p.answers.items()}
-            _same_proposal(propose(model, list(order), answers=answers, first=alone),
-                           propose(model, list(order), answers=answers))
+            joint = propose(model, list(order), answers=answers, first=alone)
+            _same_proposal(joint, propose(model, list(order), answers=answers))
+            first_name = order[0].name  # (the first backend's part is taken from its own proposal, not redone)
+            assert all(a is b for a, b in zip(joint.per_backend[first_name].partitions,
+                                              alone.per_backend[first_name].partitions, strict=True))
             # one index of the unchanged model's graph (and the signatures it keeps) for several proposals
             index = graph_index(model)
             shared = [propose(model, [backend], index=index) for backend in order]

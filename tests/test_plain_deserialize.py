@@ -185,14 +185,14 @@ def test_the_optimized_model_is_read_without_inspecting_its_graph_again(tmp_path
     assert quick.graph.initializers  # (lazy weights, as before)
     proto = mir.read_proto(optimized, unwritten=mir.OPTIMIZED_DATA)  # what the full inspection accepts ...
     assert inspected  # ... (it did run here) is what was read
-    assert mir._read_session_output(optimized) == proto
+    assert mir._session_output(optimized)[0] == proto
 
 
 def test_an_optimized_model_with_subgraphs_gets_the_full_inspection(tmp_path, monkeypatch):
     path = tmp_path / "if.onnx"
     path.write_bytes(_if_model().SerializeToString())
     optimized = mir.ort_optimized(path, tmp_path, weights=False)
-    assert mir._read_session_output(optimized) is None
+    assert mir._session_output(optimized) is None
     inspected = _counting_inspections(monkeypatch)
     mir.load(optimized, check=False)
     assert inspected
@@ -210,7 +210,7 @@ def test_external_data_anywhere_else_gets_the_full_inspection(tmp_path):
     onnx.external_data_helper.set_external_data(proto.graph.initializer[0], "../elsewhere.bin")
     proto.graph.initializer[0].ClearField("raw_data")
     path = _written(tmp_path, proto)
-    assert mir._read_session_output(path) is None
+    assert mir._session_output(path) is None
     with pytest.raises(ModelError, match="contains '..'"):
         mir.read_proto(path, unwritten=mir.OPTIMIZED_DATA)
 
@@ -220,7 +220,7 @@ def test_its_initializers_are_still_inspected(tmp_path):
                               initializers=[const("w", np.ones(2, np.float32))])
     proto.graph.initializer[0].raw_data = b"\0" * 5  # 5 bytes for two float32
     with pytest.raises(ModelError, match="holds 5 bytes but its shape"):
-        mir._read_session_output(_written(tmp_path, proto))
+        mir._session_output(_written(tmp_path, proto))
     wrong_length = _plain_model_with([helper.make_node("Relu", ["x"], ["y"], name="r")])
     wrong_length.graph.initializer.append(TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2],
                                                       data_location=TensorProto.EXTERNAL))
@@ -228,7 +228,7 @@ def test_its_initializers_are_still_inspected(tmp_path):
         entry = wrong_length.graph.initializer[0].external_data.add()
         entry.key, entry.value = key, value
     with pytest.raises(ModelError, match="length 7 does not match"):
-        mir._read_session_output(_written(tmp_path, wrong_length))
+        mir._session_output(_written(tmp_path, wrong_length))
 
 
 def test_denotations_doc_strings_and_metadata_come_through():
@@ -280,7 +280,7 @@ def test_the_unwritten_weights_are_made_lazy_as_the_graph_is_built(path, tmp_pat
     nothing left to do.  A tensor whose data is anywhere but the null-device file is not made lazy."""
     out = mir.ort_optimized(path, tmp_path, weights=False)
     unwritten = mir._UNWRITTEN.get(out)
-    proto = mir._read_session_output(out)
+    proto = mir._session_output(out)[0]
     assert unwritten is not None and proto is not None
     inferred = onnx.load_from_string(mir._infer_bytes(proto))
     quick = mir._deserialize_plain(proto, inferred, unwritten)
@@ -498,6 +498,7 @@ def test_onnxruntimes_output_is_checked_off_the_bytes(path, tmp_path, monkeypatc
 
 
 def test_plain_attributes_are_built_with_their_slots_set_only_where_that_is_what_the_constructor_builds(monkeypatch):
+    assert mir._make_plain_attr.__name__ == "make"  # the installed onnx_ir's Attr is set directly, not constructed
     made = mir._make_plain_attr("k", ir.AttributeType.INTS, (1, 2), "doc")
     built = ir.Attr("k", ir.AttributeType.INTS, (1, 2), doc_string="doc")
     assert (made.name, made.type, made.value, made.doc_string, made.ref_attr_name, made.meta) == \

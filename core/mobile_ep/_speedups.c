@@ -2031,6 +2031,18 @@ wire_str(const wire_item *item, PyObject **out)
     return 0;
 }
 
+/* Whether [p, end) is UTF-8: wire_str's answer, the string dropped. */
+static int
+wire_utf8(const unsigned char *p, const unsigned char *end)
+{
+    wire_item item = {.body = p, .end = end};
+    PyObject *text;
+    int status = wire_str(&item, &text);
+    if (status == 1)
+        Py_DECREF(text);
+    return status;
+}
+
 /* TensorShapeProto: a tuple of its dims, each an int (dim_value), a str (dim_param) or None (neither). */
 static int
 wire_dims(const unsigned char *p, const unsigned char *end, PyObject **out)
@@ -2526,14 +2538,11 @@ speedups_inference_input(PyObject *self, PyObject *args)
                         input_end = part.end;
                     }
                 }
-                PyObject *text = PyUnicode_DecodeUTF8((const char *)input_name, input_end - input_name, "strict");
-                if (text == NULL) { /* a name that is not UTF-8: Python's copy refuses it */
-                    status = PyErr_ExceptionMatches(PyExc_UnicodeDecodeError) ? 0 : -1;
-                    if (status == 0)
-                        PyErr_Clear();
+                int utf8 = wire_utf8(input_name, input_end);
+                if (utf8 != 1) { /* a name that is not UTF-8: Python's copy refuses it */
+                    status = utf8;
                     goto done;
                 }
-                Py_DECREF(text);
                 PyObject *key = PyBytes_FromStringAndSize((const char *)input_name, input_end - input_name);
                 if (key == NULL || PySet_Add(listed, key) < 0) {
                     Py_XDECREF(key);
@@ -2561,14 +2570,11 @@ speedups_inference_input(PyObject *self, PyObject *args)
         }
         if (t.name == NULL || t.name == t.name_end || t.elements < 0)
             goto done;
-        PyObject *text = PyUnicode_DecodeUTF8((const char *)t.name, t.name_end - t.name, "strict");
-        if (text == NULL) { /* a name that is not UTF-8: Python's copy refuses it */
-            status = PyErr_ExceptionMatches(PyExc_UnicodeDecodeError) ? 0 : -1;
-            if (status == 0)
-                PyErr_Clear();
+        int utf8 = wire_utf8(t.name, t.name_end);
+        if (utf8 != 1) { /* a name that is not UTF-8: Python's copy refuses it */
+            status = utf8;
             goto done;
         }
-        Py_DECREF(text);
         if (!t.external) {
             long long size = -1;
             if (t.data_type == 8) /* STRING */
@@ -2603,14 +2609,11 @@ speedups_inference_input(PyObject *self, PyObject *args)
     }
     if (name == NULL)
         name = name_end = (const unsigned char *)"";
-    PyObject *graph_name = PyUnicode_DecodeUTF8((const char *)name, name_end - name, "strict");
-    if (graph_name == NULL) { /* not UTF-8: Python's copy refuses it */
-        status = PyErr_ExceptionMatches(PyExc_UnicodeDecodeError) ? 0 : -1;
-        if (status == 0)
-            PyErr_Clear();
+    int utf8 = wire_utf8(name, name_end);
+    if (utf8 != 1) { /* not UTF-8: Python's copy refuses it */
+        status = utf8;
         goto done;
     }
-    Py_DECREF(graph_name);
     if (buffer_field(&graph, 2, name, (size_t)(name_end - name)) < 0 || buffer_put(&graph, kept.data, kept.len) < 0
         || buffer_put(&graph, added.data, added.len) < 0)
         goto done_error_if_set;

@@ -22,7 +22,7 @@ import re
 import stat
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import onnx
 import onnx_ir as ir
@@ -594,7 +594,7 @@ def read_proto(path: str | os.PathLike, *, load_external_data: bool = False,
     return proto
 
 
-#: Attribute types :func:`_read_session_output` leaves to the full inspection (tensors, subgraphs).
+#: Attribute types :func:`_session_output` leaves to the full inspection (tensors, subgraphs).
 _DEEP_ATTRIBUTES = frozenset({onnx.AttributeProto.TENSOR, onnx.AttributeProto.TENSORS, onnx.AttributeProto.GRAPH,
                               onnx.AttributeProto.GRAPHS, onnx.AttributeProto.SPARSE_TENSOR,
                               onnx.AttributeProto.SPARSE_TENSORS, onnx.AttributeProto.TYPE_PROTO,
@@ -604,13 +604,6 @@ _DEEP_ATTRIBUTES = frozenset({onnx.AttributeProto.TENSOR, onnx.AttributeProto.TE
 def _data_locations(tensor: onnx.TensorProto) -> list[str]:
     """The ``location`` entries of *tensor*'s external-data references (none for data kept inside)."""
     return [entry.value for entry in tensor.external_data if entry.key == "location"]
-
-
-def _read_session_output(p: pathlib.Path) -> onnx.ModelProto | None:
-    """The optimized model :func:`ort_optimized` had onnxruntime write without its weights, parsed and
-    inspected, or None: :func:`_session_output` without the bytes."""
-    read = _session_output(p)
-    return None if read is None else read[0]
 
 
 def _session_output(p: pathlib.Path) -> tuple[onnx.ModelProto, bytes, list | None] | None:
@@ -639,8 +632,11 @@ def _session_output(p: pathlib.Path) -> tuple[onnx.ModelProto, bytes, list | Non
     speedups = _accel.speedups
     node_fields = None if speedups is None else speedups.node_fields(data)
     graph_nodes = proto.graph.node
-    for i in range(len(graph_nodes)) if node_fields is None or len(node_fields) != len(graph_nodes) else (
-            i for i, read in enumerate(node_fields) if read is None):  # (a node read in C has plain attributes)
+    if node_fields is None or len(node_fields) != len(graph_nodes):
+        unread: Iterable[int] = range(len(graph_nodes))
+    else:  # (a node read in C has plain attributes only)
+        unread = [i for i, read in enumerate(node_fields) if read is None]
+    for i in unread:
         for attribute in graph_nodes[i].attribute:
             if attribute.type in _DEEP_ATTRIBUTES:
                 return None
@@ -821,8 +817,8 @@ def _element_limits() -> tuple[int, ...]:
 
 #: What ``_speedups.shapes_within`` is given: :func:`_element_limits`.
 _ELEMENT_LIMITS = _element_limits()
-#: What ``_speedups.inference_input`` is given: the bits an element of each ONNX element type number takes
-#: (:func:`_nbytes`), -1 for numbers of no fixed size.
+#: What ``_speedups.inference_input``, ``needs_skeleton`` and ``plain_initializers`` are given: the bits an
+#: element of each ONNX element type number takes (:func:`_nbytes`), -1 for numbers of no fixed size.
 _ELEMENT_BITS = tuple(8 * _ITEMSIZE[t] if t in _ITEMSIZE else _BITS.get(t, -1) for t in range(max(_DATA_TYPES) + 1))
 
 
