@@ -16,6 +16,7 @@ import enum
 import importlib
 import inspect
 import itertools
+import operator
 import pkgutil
 import types
 import typing
@@ -25,27 +26,20 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import onnx_ir as ir
 
-from . import _accel, _fields
-
-# (slot reads where onnx_ir's accessors are plain returns: see _fields)
-_node_op_type = _fields.node_op_type
-_node_domain = _fields.node_domain
-_node_inputs = _fields.node_inputs
-_node_outputs = _fields.node_outputs
-_attribute_data = _fields.node_attribute_data
-_attr_value = _fields.attr_value
-_attr_type = _fields.attr_type
-_value_shape = _fields.value_shape
-_value_type = _fields.value_type
-_value_producer = _fields.value_producer
-_const_value = _fields.value_const_value
-_is_initializer = _fields.value_is_initializer
-_is_graph_input = _fields.value_is_graph_input
-#: What the compiled signatures read of a node and its attributes, in _speedups.signatures' order.
-_SIGNATURE_FIELDS = (_attribute_data, _attr_value, _attr_type, _node_op_type, _node_domain, _node_inputs,
-                     _node_outputs)
-_shape_dims = _fields.shape_dims_items  # (the C code makes a tuple of them, as Shape.dims does)
-_speedups = _accel.speedups
+_node_op_type = operator.attrgetter("op_type")
+_node_domain = operator.attrgetter("domain")
+_node_inputs = operator.attrgetter("inputs")
+_node_outputs = operator.attrgetter("outputs")
+_attribute_data = operator.attrgetter("attributes.data")
+_attr_value = operator.attrgetter("value")
+_attr_type = operator.attrgetter("type")
+_value_shape = operator.attrgetter("shape")
+_value_type = operator.attrgetter("type")
+_value_producer = operator.methodcaller("producer")
+_const_value = operator.attrgetter("const_value")
+_is_initializer = operator.methodcaller("is_initializer")
+_is_graph_input = operator.methodcaller("is_graph_input")
+_shape_dims = operator.attrgetter("dims")
 
 __all__ = [
     "MAX_OPSET",
@@ -195,8 +189,6 @@ def _single_units(nodes: Iterable[ir.Node]) -> list[NodeUnit]:
     Only ``target`` is set on each instance: the other fields keep their defaults, which a dataclass
     keeps as class attributes, so the units are indistinguishable from ``NodeUnit(node)``.
     """
-    if _speedups is not None:
-        return _speedups.instances(NodeUnit, ("target",), (nodes,), (False,))
     new, set_field = object.__new__, object.__setattr__
     units = []
     append = units.append
@@ -472,16 +464,7 @@ class _ProposalContext(RuleContext):
                 tuple(map(fact, _node_outputs(node))))
 
     def signatures(self, nodes: Sequence[ir.Node], mask: Sequence[bool] | None = None) -> list[tuple | None]:
-        """``[self.signature(node) for node in nodes]``, None where *mask* is false; compiled when built."""
-        if _speedups is not None:
-            # (a value's fact is worked out in C too, unless a subclass changed how dtype or is_constant answer)
-            fact_fields = None
-            if type(self).dtype is RuleContext.dtype and type(self).is_constant is RuleContext.is_constant:
-                fact_fields = (_value_shape, _shape_dims, _value_type, _value_producer, _node_op_type, _node_domain,
-                               _is_initializer, _const_value, _is_graph_input, (self.model.ir_version or 0) >= 4,
-                               self.pending_constants, _fields.dtype_getters)
-            return _speedups.signatures(nodes, _SIGNATURE_FIELDS, _PLAIN_ATTRIBUTES, self._facts, self._fact, mask,
-                                        fact_fields)
+        """``[self.signature(node) for node in nodes]``, None where *mask* is false."""
         signature = self.signature
         if mask is None:
             return list(map(signature, nodes))

@@ -12,24 +12,22 @@ latency.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import math
+import operator
 from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from . import _accel, _fields
 from .capability import _ONLY_INTS, RuleContext, _ProposalContext, attr
 from .partition import Partition, _gc_paused
 
-# (slot reads where onnx_ir's accessors are plain returns: see _fields)
-_node_outputs = _fields.node_outputs
-_node_op_type = _fields.node_op_type
-_node_inputs = _fields.node_inputs
-_value_shape = _fields.value_shape
-_value_type = _fields.value_type
-_shape_dims = _fields.shape_dims_items  # (only counted: a list will do)
+_node_outputs = operator.attrgetter("outputs")
+_node_op_type = operator.attrgetter("op_type")
+_node_inputs = operator.attrgetter("inputs")
+_value_shape = operator.attrgetter("shape")
+_value_type = operator.attrgetter("type")
+_shape_dims = operator.attrgetter("dims")  # (only counted: a list will do)
 
 __all__ = ["CostParams", "PartitionCost", "node_flops", "partition_cost", "select_partitions"]
 
@@ -150,26 +148,17 @@ for _dtype in ir.DataType:
         _ITEMSIZES[_dtype] = _dtype.itemsize
     except TypeError:  # (no fixed size: STRING, UNDEFINED)
         pass
-_speedups = _accel.speedups
 #: ctx.shape methods that answer from the value's own shape (_ProposalContext's only remembers the answers).
 _PLAIN_SHAPES = (RuleContext.shape, _ProposalContext.shape)
 
 
 def _nodes_flops(nodes: Sequence[ir.Node], ctx: RuleContext) -> list[float]:
-    """``[node_flops(node, ctx) for node in nodes]``, the common case compiled when built."""
-    if _speedups is not None:
-        # (Conv's and MatMul's estimates read ctx.shape: compiled only where it is RuleContext's own)
-        special_fast = type(ctx).shape in _PLAIN_SHAPES
-        return _speedups.flops(nodes, (_node_op_type, _node_outputs, _value_shape, _shape_dims, _node_inputs),
-                               _FACTORS, _SPECIAL, functools.partial(node_flops, ctx=ctx), special_fast)
+    """``[node_flops(node, ctx) for node in nodes]``."""
     return list(map(node_flops, nodes, itertools.repeat(ctx)))
 
 
 def _total_bytes(values: Sequence[ir.Value], ctx: RuleContext) -> int:
-    """``sum(_bytes(value, ctx) for value in values)``, the common case compiled when built."""
-    if _speedups is not None:
-        return _speedups.numbytes(values, (_value_shape, _shape_dims, _value_type, _fields.dtype_getters), _ITEMSIZES,
-                                  functools.partial(_bytes, ctx=ctx))
+    """``sum(_bytes(value, ctx) for value in values)``."""
     return sum([_bytes(value, ctx) for value in values])
 
 

@@ -28,7 +28,6 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import NameFixPass
 
-from . import _accel
 from .errors import ModelError
 
 __all__ = [
@@ -629,7 +628,7 @@ def _session_output(p: pathlib.Path) -> tuple[onnx.ModelProto, bytes, list | Non
         return None  # read_proto says what is wrong
     if proto.functions or proto.training_info or proto.graph.sparse_initializer:
         return None
-    speedups = _accel.speedups
+    speedups = None
     node_fields = None if speedups is None else speedups.node_fields(data)
     graph_nodes = proto.graph.node
     if node_fields is None or len(node_fields) != len(graph_nodes):
@@ -755,7 +754,7 @@ def check_inferred_shapes(proto: onnx.ModelProto, label: str = "model", *, size:
     :data:`_SKELETON_SCAN_MAX_BYTES`, whether a copy without large weights is needed is read off the
     serialized model in C).
     """
-    speedups = _accel.speedups
+    speedups = None
     try:
         whole = None  # the model as it is, serialized, when _skeleton would give it as it is
         if speedups is not None and size is not None and size <= _SKELETON_SCAN_MAX_BYTES:
@@ -965,7 +964,7 @@ def _deserialize_plain(proto: onnx.ModelProto, inferred: onnx.ModelProto | bytes
             or graph.sparse_initializer):
         return None
     read = None
-    speedups = _accel.speedups
+    speedups = None
     input_types = None
     if speedups is not None and serialized is not None:
         input_types = speedups.input_types(serialized)
@@ -1191,7 +1190,7 @@ def _infer_bytes(proto: onnx.ModelProto, serialized: bytes | None = None) -> byt
     """
     import logging
 
-    speedups = _accel.speedups
+    speedups = None
     try:
         data = None if speedups is None or serialized is None else speedups.inference_input(
             serialized, _ELEMENT_BITS, _INFERENCE_DATA_MAX_BYTES)

@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import onnx_ir as ir
 
-from . import _accel, _fields
 from .capability import (
     _CYCLIC,
     SUPPORTED,
@@ -128,13 +127,12 @@ _GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 _GRAPH_ATTRIBUTE_SET = frozenset(_GRAPH_ATTRIBUTES)
 _is_not_none = functools.partial(operator.is_not, None)
-# (slot reads where onnx_ir's accessors are plain returns: see _fields)
-_op_type = _fields.node_op_type
-_domain = _fields.node_domain
-_inputs = _fields.node_inputs
-_outputs = _fields.node_outputs
-_attribute_data = _fields.node_attribute_data  # (the mapping itself, not the slower UserDict view)
-_attribute_type = _fields.attr_type
+_op_type = operator.attrgetter("op_type")
+_domain = operator.attrgetter("domain")
+_inputs = operator.attrgetter("inputs")
+_outputs = operator.attrgetter("outputs")
+_attribute_data = operator.attrgetter("attributes.data")  # (the mapping itself, not the slower UserDict view)
+_attribute_type = operator.attrgetter("type")
 
 
 def _has_subgraphs(node: ir.Node) -> bool:
@@ -154,7 +152,7 @@ class _GraphIndex:
     """
 
     __slots__ = ("graph", "graph_nodes", "order", "position", "producers", "in_degree", "consumers", "made_by",
-                 "outer_reads", "_has_quantize", "_where", "_signatures")
+                 "outer_reads", "_has_quantize", "_signatures")
 
     def __init__(self, graph: ir.Graph) -> None:
         self.graph = graph
@@ -195,7 +193,6 @@ class _GraphIndex:
         #: Each node's place in ``order``, and its consumers in that order (each consumer once).
         self.position, self.consumers = _ordered_consumers(order, users)
         self._has_quantize: bool | None = None
-        self._where: dict[ir.Node, int] | None = None  # node -> number, for io_many (built when first needed)
         self._signatures: tuple[object, list[tuple | None] | None] | None = None  # (see signatures)
 
     def signatures(self, ctx: _ProposalContext) -> list[tuple | None] | None:
@@ -203,7 +200,7 @@ class _GraphIndex:
         proposals that share this index: a node's signature depends on the node and the model only, when the
         context is a plain proposal context with nothing pending (then its facts are worked out in C, as any
         such context would).  None for another context, or when working them out raised."""
-        if (type(ctx) is not _ProposalContext or ctx.pending_constants or _speedups is None
+        if (type(ctx) is not _ProposalContext or ctx.pending_constants
                 or type(ctx).dtype is not RuleContext.dtype or type(ctx).is_constant is not RuleContext.is_constant):
             return None
         key = (id(ctx.model), (ctx.model.ir_version or 0) >= 4)
@@ -227,14 +224,8 @@ class _GraphIndex:
 
     def io_many(self, groups: Sequence[Sequence[int]], graph_outputs: frozenset[ir.Value]
                 ) -> list[tuple[tuple[ir.Value, ...], tuple[ir.Value, ...]]]:
-        """:meth:`io` of each group (compiled when built)."""
-        if _speedups is None:
-            return [self.io(members, graph_outputs) for members in groups]
-        graph_nodes = self.graph_nodes
-        if self._where is None:  # (once per index, however many backends propose on it)
-            self._where = dict(zip(graph_nodes, range(len(graph_nodes)), strict=True))
-        return _speedups.io_many(groups, graph_nodes, self.made_by, self._where, graph_outputs, self.outer_reads,
-                                 (_inputs, _outputs, _fields.value_uses_items))
+        """:meth:`io` of each group."""
+        return [self.io(members, graph_outputs) for members in groups]
 
     def io(self, members: Sequence[int], graph_outputs: frozenset[ir.Value]
            ) -> tuple[tuple[ir.Value, ...], tuple[ir.Value, ...]]:
@@ -267,14 +258,14 @@ class _GraphIndex:
         return tuple(inputs), tuple(outputs)
 
 
-def _py_producers(inputs: Sequence[Sequence[ir.Value | None]], made_by: Mapping[ir.Value, int]
+def _producers(inputs: Sequence[Sequence[ir.Value | None]], made_by: Mapping[ir.Value, int]
                   ) -> list[tuple[int, ...]]:
     """For each node's inputs, the distinct numbers *made_by* maps them to, in the order first read."""
     get = made_by.get
     return [tuple(filter(_is_not_none, dict.fromkeys(map(get, values)))) for values in inputs]
 
 
-def _py_in_degrees(producers: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
+def _in_degrees(producers: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
     """Each node's count of producers, and each node's users (in node order)."""
     pending = [len(p) for p in producers]
     users: list[list[int]] = [[] for _ in producers]
@@ -284,7 +275,7 @@ def _py_in_degrees(producers: Sequence[Sequence[int]]) -> tuple[list[int], list[
     return pending, users
 
 
-def _py_ordered_consumers(order: Sequence[int], users: Sequence[list[int]]) -> tuple[list[int], list[list[int]]]:
+def _ordered_consumers(order: Sequence[int], users: Sequence[list[int]]) -> tuple[list[int], list[list[int]]]:
     """Each node's position in *order* (all nodes, once each), and its *users* sorted by position."""
     position = [0] * len(order)
     for k, i in enumerate(order):
@@ -293,7 +284,7 @@ def _py_ordered_consumers(order: Sequence[int], users: Sequence[list[int]]) -> t
     return position, [u if len(u) < 2 else sorted(u, key=key) for u in users]
 
 
-def _py_drain(in_degree: Sequence[int], users: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+def _drain(in_degree: Sequence[int], users: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
     """Kahn's algorithm (depth first among ready nodes, graph order first): the nodes placed, in order, and
     each node's count of producers never placed (all zero unless there is a cycle)."""
     pending = list(in_degree)
@@ -362,7 +353,7 @@ def wave_groups(
     return [[order[i] for i in group] for group in groups]
 
 
-def _py_waves(order: Sequence[int], consumers: Sequence[Sequence[int]], in_degree: Sequence[int],
+def _waves(order: Sequence[int], consumers: Sequence[Sequence[int]], in_degree: Sequence[int],
               is_supported: Callable[[int], bool], fast: tuple | None = None) -> list[list[int]]:
     """:func:`wave_groups` over units numbered 0..n-1 (*order*: all of them, topologically).
 
@@ -419,21 +410,13 @@ def _fast_path(ask: Callable[[int], bool], signatures: Sequence[tuple | None], a
     return is_supported
 
 
-# The compiled twins (mobile_ep._speedups) when built, else the pure-Python ones above: same results.
-_speedups = _accel.speedups
-_producers = _speedups.producers if _speedups else _py_producers
-_in_degrees = _speedups.in_degrees if _speedups else _py_in_degrees
-_drain = _speedups.drain if _speedups else _py_drain
-_ordered_consumers = _speedups.ordered_consumers if _speedups else _py_ordered_consumers
-_waves = _speedups.waves if _speedups else _py_waves
 
 
-def _py_gather(getter: Callable[[object], object], objects: Sequence[object]) -> list:
-    """``getter`` of each object (one of the ``_fields`` getters: compiled, a slot read each)."""
+def _gather(getter: Callable[[object], object], objects: Sequence[object]) -> list:
+    """``getter`` of each object."""
     return list(map(getter, objects))
 
 
-_gather = _speedups.gather if _speedups else _py_gather
 
 
 # --------------------------------------------------------------------------------------------------
@@ -698,10 +681,6 @@ def _placements(nodes: Iterable[ir.Node], owners: Iterable[str | None], texts: I
     A field left at its default is not set on the instance: a dataclass keeps defaults as class attributes,
     so these placements are indistinguishable from ones made by ``Placement(...)``.
     """
-    if _speedups is not None:
-        nodes = list(nodes)
-        made = _speedups.instances(Placement, ("node", "backend", "reason"), (nodes, owners, texts), (False, False, True))
-        return dict(zip(nodes, made, strict=True))
     new, set_field = object.__new__, object.__setattr__
     result: dict[ir.Node, Placement] = {}
     for node, owner, text in zip(nodes, owners, texts, strict=True):
