@@ -25,9 +25,9 @@ import onnx.utils
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from mobile_ep import api
-from mobile_ep import ir as mir
-from mobile_ep.plugins import make_plugins
+from mobile_ep import model_io as mir
+from mobile_ep import pipeline as api
+from mobile_ep.contract.plugins import make_plugins
 
 
 def _mlp_gelu(path: pathlib.Path, d: int = 64, rows: int = 8) -> pathlib.Path:

@@ -132,7 +132,7 @@ def child_peak_rss(script: str | pathlib.Path, *args: str, cwd: str | pathlib.Pa
 
 def write_result(name: str, text: str) -> pathlib.Path:
     """Write ``bench/results/NAME`` (atomically)."""
-    from mobile_ep import ir as mir
+    from mobile_ep import model_io as mir
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     target = RESULTS / name

@@ -41,10 +41,10 @@ def child(kind: str, nodes: int, backend_name: str, step: str) -> None:
     """Build the graph, warm up, then run *step* once with callgrind's instrumentation on (run under valgrind)."""
     from scale import CoreOnly
 
-    from mobile_ep.capability import RuleContext, _ProposalContext
-    from mobile_ep.cost import select_partitions
-    from mobile_ep.partition import _GraphIndex, propose
-    from mobile_ep.plugins import make_plugins
+    from mobile_ep.contract.plugins import make_plugins
+    from mobile_ep.contract.rules import RuleContext, _ProposalContext
+    from mobile_ep.partitioning.cost import select_partitions
+    from mobile_ep.partitioning.propose import _GraphIndex, propose
 
     model = graphs.make(kind, nodes)
     backend = CoreOnly() if backend_name == "core-only" else make_plugins().backend(backend_name)

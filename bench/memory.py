@@ -33,17 +33,18 @@ CHECK_PEAK_TARGET = 500 * 2**20
 SCRIPTS = {
     "mobile-ep check": """
 import sys
-from mobile_ep import api, report
+from mobile_ep import pipeline as api
+from mobile_ep.reports import text as report
 report.check_text(api.check(sys.argv[1]))
 """,
     "mobile-ep convert --no-verify": """
 import sys
-from mobile_ep import api
+from mobile_ep import pipeline as api
 api.convert(sys.argv[1], "nnapi", sys.argv[2], verify=False)
 """,
     "mobile-ep convert": """
 import sys
-from mobile_ep import api
+from mobile_ep import pipeline as api
 api.convert(sys.argv[1], "nnapi", sys.argv[2])
 """,
     "ORT usability checker": """
@@ -115,7 +116,7 @@ def render(rows: list[dict], description: str) -> str:
         "converter. ORT format cannot hold 2 GB, so the 2 GB model gets no `.ort` (ORT's converter is not run "
         "on it; its usability checker fails on it). *Written* = bytes the command wrote to files (outputs and "
         "temporary files alike; `getrusage`'s output blocks): check writes no weights, as onnxruntime's "
-        "optimized model sends them to the null device (`mobile_ep.ir.ort_optimized(weights=False)`).",
+        "optimized model sends them to the null device (`mobile_ep.model_io.ort_optimized(weights=False)`).",
         "",
         "| weights | command | time | peak RSS | peak / weights | written | outputs |",
         "|---|---|---|---|---|---|---|",

@@ -85,10 +85,10 @@ def _reset_peak() -> bool:
 
 def child_partition(kind: str, nodes: int, save_to: str | None, repeats: int = 1) -> dict:
     """Build the graph, optionally save it, then time propose + cost model per backend (run in a child)."""
-    from mobile_ep.capability import RuleContext
-    from mobile_ep.cost import select_partitions
-    from mobile_ep.partition import propose
-    from mobile_ep.plugins import make_plugins
+    from mobile_ep.contract.plugins import make_plugins
+    from mobile_ep.contract.rules import RuleContext
+    from mobile_ep.partitioning.cost import select_partitions
+    from mobile_ep.partitioning.propose import propose
 
     plugins = make_plugins()
     backends = [CoreOnly()] + [plugins.backend(name) for name in ("nnapi", "coreml") if name in plugins.backends()]
@@ -128,10 +128,10 @@ def child_profile(kind: str, nodes: int, top: int = 25) -> str:
     import io
     import pstats
 
-    from mobile_ep.capability import RuleContext
-    from mobile_ep.cost import select_partitions
-    from mobile_ep.partition import propose
-    from mobile_ep.plugins import make_plugins
+    from mobile_ep.contract.plugins import make_plugins
+    from mobile_ep.contract.rules import RuleContext
+    from mobile_ep.partitioning.cost import select_partitions
+    from mobile_ep.partitioning.propose import propose
 
     plugins = make_plugins()
     backend = plugins.backend("nnapi") if "nnapi" in plugins.backends() else CoreOnly()
@@ -152,7 +152,8 @@ def child_profile(kind: str, nodes: int, top: int = 25) -> str:
 
 CHECK_SCRIPT = """
 import json, sys, time
-from mobile_ep import api, report
+from mobile_ep import pipeline as api
+from mobile_ep.reports import text as report
 start = time.perf_counter()
 result = api.check(sys.argv[1])
 middle = time.perf_counter()

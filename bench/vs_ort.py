@@ -8,8 +8,8 @@ For each ``light_*`` model of the onnx wheel (or the models given):
 - **convert**: ``mobile-ep convert --ep nnapi`` (without ``--compile``; with ``--no-verify`` and with the
   default verification) against ``python -m onnxruntime.tools.convert_onnx_models_to_ort
   --optimization_style Runtime --target_platform arm`` (``convert_onnx_models_to_ort``);
-- **load + save**: through mobile-ep's IR (``mobile_ep.ir.load``, which inspects, validates and infers
-  shapes, then ``mobile_ep.ir.save``) against plain ``onnx.load`` + ``onnx.save`` (the floor).
+- **load + save**: through mobile-ep's IR (``mobile_ep.model_io.load``, which inspects, validates and infers
+  shapes, then ``mobile_ep.model_io.save``) against plain ``onnx.load`` + ``onnx.save`` (the floor).
 
 Each pair runs alternately after a warm-up; the table gives medians and their ratios.
 
@@ -35,9 +35,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 from harness import alternate, fmt_s, machine, median, python_pace, quiet, write_result  # noqa: E402
 
-from mobile_ep import api, report  # noqa: E402
-from mobile_ep import ir as mir  # noqa: E402
-from mobile_ep.plugins import make_plugins  # noqa: E402
+from mobile_ep import model_io as mir  # noqa: E402
+from mobile_ep import pipeline as api
+from mobile_ep.contract.plugins import make_plugins  # noqa: E402
+from mobile_ep.reports import text as report  # noqa: E402
 
 LIGHT = pathlib.Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
@@ -144,13 +145,13 @@ def bench_commands(path: pathlib.Path, repeats: int, work: pathlib.Path) -> dict
     imports included, output written as the tools write it."""
     row: dict = {"model": path.stem}
     times = alternate({
-        "ours": _command(["-m", "mobile_ep.cli", "check", str(path)]),
+        "ours": _command(["-m", "mobile_ep.cli.main", "check", str(path)]),
         "ort": _command(["-m", "onnxruntime.tools.check_onnx_model_mobile_usability", str(path)]),
     }, repeats, warmup=1)
     row["check_ours"], row["check_ort"] = median(times["ours"]), median(times["ort"])
     row["check_speedup"] = row["check_ort"] / row["check_ours"]
     times = alternate({
-        "ours": _command(["-m", "mobile_ep.cli", "convert", str(path), "--ep", "nnapi", "--no-verify",
+        "ours": _command(["-m", "mobile_ep.cli.main", "convert", str(path), "--ep", "nnapi", "--no-verify",
                           "-o", str(work / "cmd-ours")]),
         "ort": _command(["-m", "onnxruntime.tools.convert_onnx_models_to_ort", str(path), "--output_dir",
                          str(work / "cmd-ort"), "--optimization_style", "Runtime", "--target_platform", "arm"]),
@@ -165,8 +166,8 @@ def render_commands(rows: list[dict], repeats: int) -> list[str]:
         "",
         "## As commands (a fresh process per run: start-up and imports included)",
         "",
-        f"Medians of {repeats} alternating runs: `python -m mobile_ep.cli check MODEL` vs `python -m "
-        "onnxruntime.tools.check_onnx_model_mobile_usability MODEL`, and `python -m mobile_ep.cli convert "
+        f"Medians of {repeats} alternating runs: `python -m mobile_ep.cli.main check MODEL` vs `python -m "
+        "onnxruntime.tools.check_onnx_model_mobile_usability MODEL`, and `python -m mobile_ep.cli.main convert "
         "MODEL --ep nnapi --no-verify` vs `python -m onnxruntime.tools.convert_onnx_models_to_ort MODEL "
         "--optimization_style Runtime --target_platform arm`.",
         "",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mepkit import LIGHT_DIR, OtherBackend, ToyBackend, ToyPlugin
-from mobile_ep.plugins import make_plugins
+from mobile_ep.contract.plugins import make_plugins
 
 
 @pytest.fixture

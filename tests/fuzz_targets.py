@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from mepkit import LIGHT_DIR, OtherBackend, ToyBackend, ToyPlugin
-from mobile_ep import api
+from mobile_ep import pipeline as api
+from mobile_ep.contract.plugins import make_plugins
 from mobile_ep.errors import EXIT_FAILURE, MobileEpError
-from mobile_ep.plugins import make_plugins
 
 ONNX_OPS = sorted({s.name for s in onnx.defs.get_all_schemas() if s.domain == ""})
 HOSTILE_LOCATIONS = ["../x.bin", "/etc/passwd", "w.bin", "", "a/../../b", "*/_ORT_MEM_ADDR_/*", "sub/w.bin",

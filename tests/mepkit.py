@@ -81,6 +81,6 @@ class ToyPlugin:
 
 
 def has_backend(name: str) -> bool:
-    from mobile_ep.plugins import make_plugins
+    from mobile_ep.contract.plugins import make_plugins
 
     return name in make_plugins().backends()

@@ -12,8 +12,10 @@ from test_html import split_model
 
 import mobile_ep
 from mepkit import has_backend
-from mobile_ep import api, explanation, toplevel
+from mobile_ep import pipeline as api
+from mobile_ep import toplevel
 from mobile_ep.errors import ModelError, UsageError
+from mobile_ep.reports import explain as explanation
 from mobile_ep.samples import write_sample
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -32,14 +34,14 @@ def test_the_functions_are_exported_and_lazy():
 def test_importing_mobile_ep_does_not_import_the_pipeline():
     import subprocess
 
-    code = "import sys, mobile_ep; print('onnxruntime' in sys.modules, 'mobile_ep.api' in sys.modules)"
+    code = "import sys, mobile_ep; print('onnxruntime' in sys.modules, 'mobile_ep.pipeline' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
 
 def test_cli_options_have_python_counterparts():
     """Every check/convert option of the command has a keyword (or is a CLI-only matter)."""
-    from mobile_ep.cli import check, convert
+    from mobile_ep.cli.main import check, convert
 
     cli_only = {"as_json", "jobs", "html_path", "models", "option_values", "eps", "shapes", "dims", "ep", "compile_"}
     for command, function in ((check, mobile_ep.check), (convert, mobile_ep.convert)):

@@ -13,7 +13,7 @@ from onnx import helper
 
 from mepkit import LIGHT_DIR, make_model, tensor
 from mobile_ep import errors
-from mobile_ep.cli import main
+from mobile_ep.cli.main import main
 
 
 def run(args, plugins=None):
@@ -164,7 +164,7 @@ def test_list_with_plugins_blocked_shows_none(monkeypatch):
 
 def test_a_backend_that_raises_costs_only_its_own_claims(relu_model):
     from mepkit import ToyBackend, ToyPlugin
-    from mobile_ep.plugins import make_plugins
+    from mobile_ep.contract.plugins import make_plugins
 
     class Exploding(ToyBackend):
         name = "boom"
@@ -191,7 +191,7 @@ def test_a_backend_that_raises_costs_only_its_own_claims(relu_model):
 
 
 def test_internal_errors_are_one_line_unless_debug(relu_model, plugins, monkeypatch):
-    from mobile_ep import report
+    from mobile_ep.reports import text as report
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("renderer bug")

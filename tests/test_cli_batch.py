@@ -12,8 +12,7 @@ from click.testing import CliRunner
 from onnx import helper
 
 from mepkit import LIGHT_DIR, has_backend, make_model, tensor
-from mobile_ep import batch, progress
-from mobile_ep.cli import EXIT_CODES_HELP, main
+from mobile_ep.cli.main import EXIT_CODES_HELP, batch, main, progress
 from mobile_ep.errors import EXIT_BAD_MODEL, EXIT_USAGE
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Compiled-partition models (mobile_ep.compiled) and their host execution (mobile_ep.runtime), with a toy
+"""Compiled-partition models (mobile_ep.passes.to_epcontext) and their host execution (mobile_ep.runtime), with a toy
 compiling backend: EPContext nodes, payload round trips, CPU segments + emulated partitions, fallbacks,
 the app bundle, and ``convert --compile`` end to end."""
 
@@ -14,11 +14,13 @@ from onnx import TensorProto, helper
 
 import mobile_ep
 from mepkit import const, make_model, tensor
-from mobile_ep import api, compiled, runtime
-from mobile_ep import ir as mir
-from mobile_ep.cli import main
-from mobile_ep.compile import CompiledPartition, TensorSpec, lower_units, runtime_inputs
-from mobile_ep.plugins import make_plugins
+from mobile_ep import model_io as mir
+from mobile_ep import pipeline as api
+from mobile_ep import runtime
+from mobile_ep.cli.main import main
+from mobile_ep.contract.compile import CompiledPartition, TensorSpec, lower_units, runtime_inputs
+from mobile_ep.contract.plugins import make_plugins
+from mobile_ep.passes import to_epcontext as compiled
 
 _NUMPY = {"Relu": lambda a: np.maximum(a, 0), "Sigmoid": lambda a: 1 / (1 + np.exp(-a)),
           "Add": np.add, "Mul": np.multiply}

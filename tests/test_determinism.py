@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from mobile_ep.plugins import make_plugins
+from mobile_ep.contract.plugins import make_plugins
 
 HASH_SEEDS = ("0", "1", "4242")
 

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from mobile_ep import api
-from mobile_ep.plugins import make_plugins
+from mobile_ep import pipeline as api
+from mobile_ep.contract.plugins import make_plugins
 
 BACKENDS = [b for b in ("nnapi", "coreml") if b in make_plugins().backends()]
 EXAMPLES = int(os.environ.get("MOBILE_EP_DIFF_EXAMPLES", "12"))

@@ -15,8 +15,8 @@ import sys
 import pytest
 
 import mobile_ep
-from mobile_ep import compile as compile_contract
-from mobile_ep import hookspecs
+from mobile_ep.contract import compile as compile_contract
+from mobile_ep.contract import hookspecs
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "plugins.md"

@@ -23,8 +23,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from mepkit import const, make_model, tensor
 from mobile_ep import errors
-from mobile_ep import ir as mir
-from mobile_ep.cli import main
+from mobile_ep import model_io as mir
+from mobile_ep.cli.main import main
 from mobile_ep.errors import ModelError
 
 DEV_SEEDS = (0, 1, 2)
@@ -256,7 +256,7 @@ def test_an_output_hard_linked_to_the_input_leaves_the_input_intact(tmp_path, pl
 
 
 def test_a_crash_while_writing_leaves_no_partial_file(tmp_path, plugins, relu_model, monkeypatch):
-    from mobile_ep import export
+    from mobile_ep.export import ort_format as export
 
     out = tmp_path / "out"
     out.mkdir()

@@ -12,8 +12,9 @@ from click.testing import CliRunner
 from onnx import helper
 
 from mepkit import LIGHT_DIR, const, has_backend, make_model, tensor
-from mobile_ep import api, html, nodegraph
-from mobile_ep.cli import main
+from mobile_ep import pipeline as api
+from mobile_ep.cli.main import main
+from mobile_ep.reports import html, nodegraph
 
 
 def split_model(folder: pathlib.Path, blocks: int, width: int = 8, name: str = "split.onnx") -> pathlib.Path:

@@ -24,7 +24,8 @@ import time
 import pytest
 
 from mepkit import LIGHT_DIR, has_backend
-from mobile_ep import api, html, nodegraph
+from mobile_ep import pipeline as api
+from mobile_ep.reports import html, nodegraph
 
 WIDTH, HEIGHT = 1600, 1000
 

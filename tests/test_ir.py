@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from mepkit import const, make_model, tensor
-from mobile_ep import ir as mir
+from mobile_ep import model_io as mir
 from mobile_ep.errors import ModelError
 
 
@@ -100,7 +100,7 @@ def test_model_from_load_for_analysis_outlives_its_work_folder(tmp_path):
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
-    from mobile_ep import api
+    from mobile_ep import pipeline as api
 
     weight = np.arange(64 * 16, dtype=np.float32).reshape(64, 16)  # 4 KB: written to the side file
     graph = helper.make_graph(
@@ -116,7 +116,7 @@ def test_model_from_load_for_analysis_outlives_its_work_folder(tmp_path):
 
 
 def _copied_skeleton(proto):
-    """What :func:`mobile_ep.ir._skeleton` copied for every model before it learnt to return the model itself."""
+    """What :func:`mobile_ep.model_io._skeleton` copied for every model before it learnt to return the model itself."""
     skeleton = onnx.ModelProto(ir_version=proto.ir_version)
     skeleton.opset_import.extend(proto.opset_import)
     skeleton.functions.extend(proto.functions)
@@ -223,7 +223,7 @@ def test_every_external_tensor_is_inspected_though_locations_are_judged_once(tmp
 
 
 def _inference_input_field_by_field(proto):
-    """What :func:`mobile_ep.ir._inference_input` built, field by field, before it copied models whole."""
+    """What :func:`mobile_ep.model_io._inference_input` built, field by field, before it copied models whole."""
     import math
 
     skeleton = onnx.ModelProto(ir_version=proto.ir_version)

@@ -22,7 +22,7 @@ import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
 
-from mobile_ep import ir as mir
+from mobile_ep import model_io as mir
 
 GiB = 2**30
 MiB = 2**20
@@ -68,7 +68,7 @@ def measured(*args: str, cwd: pathlib.Path) -> dict:
 
 
 def installed_backend() -> str:
-    from mobile_ep.plugins import make_plugins
+    from mobile_ep.contract.plugins import make_plugins
 
     names = sorted(make_plugins().backends())
     if not names:
@@ -152,7 +152,7 @@ def test_large_weights_are_streamed_into_one_file(tmp_path, monkeypatch):
 def test_convert_skips_the_ort_file_when_it_cannot_hold_the_weights(tmp_path, monkeypatch, plugins, caplog):
     from click.testing import CliRunner
 
-    from mobile_ep.cli import main
+    from mobile_ep.cli.main import main
 
     model_path, size = write_large_model(tmp_path / "m", layers=2, k=64)
     monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", size - 1)

@@ -10,9 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from mepkit import LIGHT_MODELS
-from mobile_ep import api, export
-from mobile_ep.cli import main
-from mobile_ep.plugins import make_plugins
+from mobile_ep import pipeline as api
+from mobile_ep.cli.main import main
+from mobile_ep.contract.plugins import make_plugins
+from mobile_ep.export import ort_format as export
 
 INSTALLED = sorted(make_plugins().backends())
 BUILTIN = [name for name in ("nnapi", "coreml") if name in INSTALLED]

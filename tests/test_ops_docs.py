@@ -7,8 +7,8 @@ import pathlib
 import pytest
 from click.testing import CliRunner
 
-from mobile_ep.cli import main
-from mobile_ep.plugins import make_plugins
+from mobile_ep.cli.main import main
+from mobile_ep.contract.plugins import make_plugins
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 INSTALLED = make_plugins().backends()

@@ -15,10 +15,11 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from mepkit import LIGHT_DIR, LIGHT_MODELS, const, make_model, tensor
-from mobile_ep import api, errors
-from mobile_ep import ir as mir
-from mobile_ep.cli import main
-from mobile_ep.plugins import make_plugins
+from mobile_ep import errors
+from mobile_ep import model_io as mir
+from mobile_ep import pipeline as api
+from mobile_ep.cli.main import main
+from mobile_ep.contract.plugins import make_plugins
 
 INSTALLED = sorted(make_plugins().backends())
 BUILTIN = [name for name in ("nnapi", "coreml") if name in INSTALLED]
@@ -196,15 +197,15 @@ def test_max_partitions_and_min_nodes_are_explained(tmp_path):
 
 
 def test_cost_model_rejects_a_lone_add_between_copies():
-    from mobile_ep.cost import CostParams, partition_cost
-    from mobile_ep.partition import Partition
+    from mobile_ep.partitioning.cost import CostParams, partition_cost
+    from mobile_ep.partitioning.propose import Partition
 
     proto = make_model([helper.make_node("Add", ["a", "b"], ["y"], name="add")],
                        [tensor("a", [1, 64]), tensor("b", [1, 64])], [tensor("y", [1, 64])])
     model = mir.from_proto(proto)
     (node,) = list(model.graph)
     from mepkit import ToyBackend
-    from mobile_ep.capability import RuleContext
+    from mobile_ep.contract.rules import RuleContext
 
     part = Partition("toy", (node,), tuple(node.inputs), tuple(node.outputs))
     cost = partition_cost(part, RuleContext(model, ToyBackend()), CostParams())
@@ -239,7 +240,7 @@ def test_cpu_nodes_get_ort_fusions_and_claimed_nodes_stay_plain(tmp_path):
     assert claimed  # the MatMuls
     assert [u.op for u in report.check.unsupported] == ["com.microsoft:Gelu"]
     # The .ort keeps the claimed MatMuls as plain ops next to the fused Gelu.
-    from mobile_ep import export
+    from mobile_ep.export import ort_format as export
 
     ops = export.ort_format_ops(tmp_path / "out" / "gelu.nnapi.ort")
     assert "MatMul" in ops and "com.microsoft:Gelu" in ops
@@ -324,7 +325,7 @@ def test_regression_nd_matmul_before_batchnorm_with_equal_sizes(tmp_path):
 def test_ort_format_failure_on_the_background_thread_reaches_the_caller(tmp_path, backend, monkeypatch):
     """convert writes the .ort on a thread while it analyzes the written model: an error there is the
     caller's one-line error, and no .ort or report is left behind."""
-    from mobile_ep import export
+    from mobile_ep.export import ort_format as export
 
     def broken(onnx_path, ort_path):
         raise errors.ModelError(f"onnxruntime could not convert {onnx_path} to ORT format: simulated")

@@ -15,8 +15,8 @@ from onnx import TensorProto, helper
 
 import mobile_ep
 from mobile_ep import errors
-from mobile_ep.cli import main
-from mobile_ep.plugins import PluginApiError, check_plugin_api, make_plugins
+from mobile_ep.cli.main import main
+from mobile_ep.contract.plugins import PluginApiError, check_plugin_api, make_plugins
 
 GOOD_BACKEND = """
 import mobile_ep

@@ -6,9 +6,9 @@ import pytest
 
 import mobile_ep
 from mepkit import OtherBackend, ToyBackend, ToyPlugin
-from mobile_ep import hookspecs
+from mobile_ep.contract import hookspecs
+from mobile_ep.contract.plugins import DISABLE_ENV, make_plugins
 from mobile_ep.errors import UsageError
-from mobile_ep.plugins import DISABLE_ENV, make_plugins
 
 
 def test_register_collects_backends(plugins):

@@ -25,7 +25,7 @@ PUBLIC_NAMES = sorted([
     "SUPPORTED", "DuplicateRuleError", "Layout", "MAX_OPSET", "DataType", "attr", "op_label",
     # legalizing rewrites a backend asks for (Backend.rewrites)
     "Rewrite", "Builder", "rewrites",
-    # the compile contract (mobile_ep.compile)
+    # the compile contract (mobile_ep.contract.compile)
     "CompiledPartition", "TensorSpec", "CompileError",
     # errors
     "MobileEpError", "ModelError", "UsageError", "BackendError", "VerificationError", "PluginApiError",
@@ -41,7 +41,7 @@ PACKAGE = pathlib.Path(mobile_ep.__file__).parent
 
 def _modules():
     for info in pkgutil.walk_packages(mobile_ep.__path__, "mobile_ep."):
-        if not any(part.startswith("_") for part in info.name.split(".")) and info.name != "mobile_ep.cli":
+        if not any(part.startswith("_") for part in info.name.split(".")) and info.name != "mobile_ep.cli.main":
             yield info.name
 
 

@@ -9,10 +9,10 @@ import pytest
 from onnx import TensorProto, helper
 
 from mepkit import const, make_model, tensor
-from mobile_ep import RuleRegistry, Support, rewrites
-from mobile_ep import ir as mir
-from mobile_ep.capability import Backend, OpRule
-from mobile_ep.passes import LegalizePass
+from mobile_ep import RuleRegistry, Support
+from mobile_ep import model_io as mir
+from mobile_ep.contract.rules import Backend, OpRule
+from mobile_ep.passes import LegalizePass, rewrites
 
 EDGE = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -3.0, 3.0, 6.0, 1e30, -1e30, np.inf, -np.inf, np.nan, 1e-30],
                 dtype=np.float32)
@@ -421,7 +421,7 @@ def test_builder_constants_are_the_tensors_ir_tensor_makes(array):
     the same class, dtype, shape, name, doc string and bytes as ir.tensor gives."""
     import onnx_ir as ir
 
-    from mobile_ep.rewrite import Builder
+    from mobile_ep.contract.rewrite import Builder
 
     node = ir.Node("", "Relu", [ir.Value(name="x")], name="relu")
     value = Builder(node, "test").const(array, "c")
@@ -441,7 +441,7 @@ def test_builder_attributes_are_what_onnx_ir_makes_of_the_value(value):
     same error, as ir.convenience.convert_attribute."""
     import onnx_ir as ir
 
-    from mobile_ep.rewrite import _attribute
+    from mobile_ep.contract.rewrite import _attribute
 
     try:
         expected = ir.convenience.convert_attribute("k", value)

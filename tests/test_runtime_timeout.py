@@ -47,6 +47,6 @@ def test_verification_of_a_model_that_never_finishes_stops_with_one_line(tmp_pat
 
 
 def _has(name):
-    from mobile_ep.plugins import make_plugins
+    from mobile_ep.contract.plugins import make_plugins
 
     return name in make_plugins().backends()

@@ -17,12 +17,12 @@ import sys
 import pytest
 
 import mobile_ep
-from mobile_ep import api
-from mobile_ep import ir as mir
-from mobile_ep.capability import RuleContext
-from mobile_ep.cost import select_partitions
-from mobile_ep.partition import propose
-from mobile_ep.plugins import make_plugins
+from mobile_ep import model_io as mir
+from mobile_ep import pipeline as api
+from mobile_ep.contract.plugins import make_plugins
+from mobile_ep.contract.rules import RuleContext
+from mobile_ep.partitioning.cost import select_partitions
+from mobile_ep.partitioning.propose import propose
 
 #: Margin over the ideal ratio 4 for 4x the nodes (measured: 3.99-4.01; a per-group walk over the whole graph
 #: gives 12.7 on the chain, a per-node one ~16).
@@ -107,7 +107,7 @@ def test_several_backends_together_make_a_linear_number_of_calls():
 def test_check_makes_a_linear_number_of_calls(tmp_path):
     """The whole pipeline: inspection, validation, loading (shape inference), analysis, the after-convert
     view (legalization), the report.  onnxruntime's and onnx's own C++ work is not counted."""
-    from mobile_ep import report
+    from mobile_ep.reports import text as report
 
     paths = []
     for nodes in (400, 1600):

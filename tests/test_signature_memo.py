@@ -19,8 +19,10 @@ import onnx_ir as ir
 import pytest
 
 from mepkit import LIGHT_DIR
-from mobile_ep import SUPPORTED, Backend, OpRule, RuleRegistry, Support, api, partition, testing
-from mobile_ep.partition import propose
+from mobile_ep import SUPPORTED, Backend, OpRule, RuleRegistry, Support, testing
+from mobile_ep import pipeline as api
+from mobile_ep.partitioning import propose as partition
+from mobile_ep.partitioning.propose import propose
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import graphs  # noqa: E402
@@ -192,7 +194,7 @@ def test_reads_beyond_the_signature_must_go_through_the_context(monkeypatch):
 
 
 def test_signatures_tell_apart_what_rules_read():
-    from mobile_ep.capability import _ProposalContext
+    from mobile_ep.contract.rules import _ProposalContext
 
     (backend,) = api.resolve_backends(["nnapi"]) if _has("nnapi") else [_Toy()]
     w = ir.Value(name="w", shape=ir.Shape([2, 2]), type=ir.TensorType(ir.DataType.FLOAT),
@@ -302,7 +304,7 @@ def _legalized(model: ir.Model, backend) -> tuple[list, list, list, int]:
 def test_legalization_asks_once_per_signature_and_changes_nothing(light_models, monkeypatch, tmp_path):
     """The legalize pass checks the nodes its rewrites make through the same memo: with it off, every
     rewrite, every skipped attempt with its reason and the rewritten graph are the same."""
-    from mobile_ep import ir as mir
+    from mobile_ep import model_io as mir
 
     models = dict(light_models)
     saved = mir.save(graphs.make("transformer", 1000), tmp_path / "transformer.onnx")

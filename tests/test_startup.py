@@ -21,10 +21,10 @@ def test_check_and_convert_never_import_sympy(tmp_path):
     out = run_python(f"""
         import sys
         import mobile_ep
-        from mobile_ep import api
+        from mobile_ep import pipeline as api
         api.check({str(LIGHT_DIR / 'light_squeezenet.onnx')!r})
         api.convert({str(LIGHT_DIR / 'light_squeezenet.onnx')!r}, "nnapi" if "nnapi" in
-                    mobile_ep.plugins.make_plugins().backends() else sorted(mobile_ep.plugins.make_plugins().backends())[0],
+                    mobile_ep.contract.plugins.make_plugins().backends() else sorted(mobile_ep.contract.plugins.make_plugins().backends())[0],
                     {str(tmp_path / 'out')!r}, verify=False)
         print("sympy loaded:", "Expr" in vars(sys.modules.get("sympy", sys)))
     """)

@@ -1,4 +1,4 @@
-"""mobile_ep.testing and mobile_ep.compile: the conformance kit catches what it promises to catch."""
+"""mobile_ep.testing and mobile_ep.contract.compile: the conformance kit catches what it promises to catch."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from onnx import helper
 import mobile_ep
 from mepkit import make_model, tensor
 from mobile_ep import CompiledPartition, CompileError, RuleContext, Support, TensorSpec, errors
-from mobile_ep.cli import main
-from mobile_ep.compile import (
+from mobile_ep.cli.main import main
+from mobile_ep.contract.compile import (
     is_compiling,
     lower_units,
     missing_compile_methods,

@@ -1,5 +1,5 @@
 """check does not write the optimized model's weights: onnxruntime sends them to the null device, and any
-that analysis reads come from a second session that writes them (mobile_ep.ir.UnwrittenWeights)."""
+that analysis reads come from a second session that writes them (mobile_ep.model_io.UnwrittenWeights)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from onnx import helper
 
 import mobile_ep
 from mepkit import LIGHT_DIR, ToyPlugin, const, make_model, tensor
-from mobile_ep import api, report
-from mobile_ep import ir as mir
+from mobile_ep import model_io as mir
+from mobile_ep import pipeline as api
+from mobile_ep.contract.plugins import make_plugins
 from mobile_ep.errors import ModelError
-from mobile_ep.plugins import make_plugins
+from mobile_ep.reports import text as report
 
 SQUEEZENET = LIGHT_DIR / "light_squeezenet.onnx"
 

@@ -1,6 +1,6 @@
 """Host execution and verification: run models with onnxruntime's CPU EP and compare their outputs.
 
-Compiled-partition models (``com.microsoft:EPContext`` nodes, see :mod:`mobile_ep.compiled`) run here too:
+Compiled-partition models (``com.microsoft:EPContext`` nodes, see :mod:`mobile_ep.passes.to_epcontext`) run here too:
 :func:`plan_compiled` splits such a model, in topological order, into steps -- CPU segments (sub-models
 run as onnxruntime sessions) and partitions (each run by its backend's ``emulate``) -- and
 :func:`run_compiled` executes them.  :func:`run` and :func:`verify` dispatch to it by themselves.
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ModelError
+from mobile_ep.errors import ModelError
 
 __all__ = ["OutputDiff", "Verification", "make_inputs", "run", "compare", "verify", "Step", "plan_compiled",
            "run_compiled", "is_compiled_model", "compiled_tolerances"]
@@ -60,7 +60,7 @@ class Verification:
 def _session(path: str | os.PathLike):
     import onnxruntime as ort
 
-    from .ir import ort_model_source
+    from mobile_ep.model_io import ort_model_source
 
     so = ort.SessionOptions()
     so.log_severity_level = 3
@@ -243,8 +243,8 @@ def is_compiled_model(path: str | os.PathLike) -> bool:
 
 
 def _payload(node, model_dir: pathlib.Path):
-    from .compile import CompiledPartition
-    from .compiled import read_context_file
+    from mobile_ep.contract.compile import CompiledPartition
+    from mobile_ep.passes.to_epcontext import read_context_file
 
     attributes = {a.name: a for a in node.attribute}
     if "ep_cache_context" not in attributes:
@@ -384,7 +384,7 @@ def plan_compiled(model: Any, model_dir: str | os.PathLike | None = None) -> lis
 def _resolve_backend(name: str, backends: Mapping[str, Any] | None) -> Any:
     if backends is not None and name in backends:
         return backends[name]
-    from .plugins import make_plugins
+    from mobile_ep.contract.plugins import make_plugins
 
     available = make_plugins().backends()
     if name not in available:

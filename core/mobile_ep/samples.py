@@ -77,7 +77,7 @@ def build_sample(seed: int = 0) -> onnx.ModelProto:
 
 def write_sample(directory: str | pathlib.Path) -> pathlib.Path:
     """Write the sample to ``directory/mobilenet_sample.onnx`` (atomically) and return the path."""
-    from .ir import atomic_path
+    from mobile_ep.model_io import atomic_path
 
     target = pathlib.Path(directory) / f"{SAMPLE_NAME}.onnx"
     with atomic_path(target) as tmp:

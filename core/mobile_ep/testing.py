@@ -13,7 +13,7 @@ which collects, for ``MyNpu``:
 - ``test_contract``: name, version, layout, options, plugin API, rule docs, the compile contract (all of
   ``compile``/``emulate``/``runtime_adapter`` or none) and the runtime adapter's files;
 - ``test_registers_and_checks``: registered through a throwaway plugin, the backend partitions the
-  built-in sample model through :func:`mobile_ep.api.check` without a plugin error;
+  built-in sample model through :func:`mobile_ep.pipeline.check` without a plugin error;
 - ``test_node_case[<case>]``: ONNX's own node tests (``onnx.backend.test.case.node``) for every case
   whose ops all have a rule: claim -> compile -> emulate, compared with ONNX's expected outputs.  A
   case the backend declines is skipped with the backend's reason; when it declines because an input
@@ -53,17 +53,17 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import onnx_ir as ir
 
-from .capability import Backend, OpRule, RuleContext, Support, op_label
-from .compile import (
+from mobile_ep.contract.compile import (
     CompiledPartition,
     is_compiling,
     missing_compile_methods,
     partition_view,
     runtime_inputs,
 )
-from .hookspecs import hookimpl
-from .partition import Proposal, propose
-from .qdq import build_node_units
+from mobile_ep.contract.hookspecs import hookimpl
+from mobile_ep.contract.rules import Backend, OpRule, RuleContext, Support, op_label
+from mobile_ep.partitioning.propose import Proposal, propose
+from mobile_ep.partitioning.units import build_node_units
 
 try:  # the kit's helpers work without pytest; only the fixtures and the suite need it
     import pytest
@@ -104,7 +104,7 @@ CACHE_ENV = "MOBILE_EP_CACHE_DIR"
 # --------------------------------------------------------------------------------------------------
 def as_model(model: Any) -> ir.Model:
     """An IR model with inferred shapes from an ``onnx.ModelProto``, a path, or an IR model."""
-    from . import ir as mir
+    from mobile_ep import model_io as mir
 
     if isinstance(model, ir.Model):
         return model
@@ -156,7 +156,7 @@ def registered(*items: object, plugins: Any = None, name: str | None = None) -> 
     Yields the manager (a fresh one without entry points unless *plugins* is given); everything
     registered is unregistered on exit, whatever happens.
     """
-    from .plugins import make_plugins
+    from mobile_ep.contract.plugins import make_plugins
 
     manager = plugins if plugins is not None else make_plugins(entry_points=False)
     plugin = _BackendsPlugin(items) if items and all(isinstance(i, Backend) for i in items) else None
@@ -313,7 +313,7 @@ def _to_array(value: Any) -> np.ndarray | None:
 
 
 def _load_case(case: NodeCase, constant_inputs: bool) -> ir.Model:
-    from . import ir as mir
+    from mobile_ep import model_io as mir
 
     model = mir.from_proto(case.model)
     if constant_inputs:
@@ -478,7 +478,7 @@ def smoke_models() -> list[pathlib.Path]:
 
 
 def _sample_model(directory: pathlib.Path) -> pathlib.Path:
-    from .samples import write_sample
+    from mobile_ep.samples import write_sample
 
     return write_sample(directory)
 
@@ -486,8 +486,9 @@ def _sample_model(directory: pathlib.Path) -> pathlib.Path:
 def run_model(backend: Backend, model_path: str | os.PathLike, *, rtol: float = 1e-3, atol: float = 1e-4,
               seed: int = 0) -> ModelResult:
     """Partition a real model as ORT sees it; compile and emulate every partition on ORT's boundary values."""
-    from . import api, runtime
-    from . import ir as mir
+    from mobile_ep import model_io as mir
+    from mobile_ep import pipeline as api
+    from mobile_ep import runtime
 
     name = pathlib.Path(model_path).name
     with tempfile.TemporaryDirectory(prefix="mobile-ep-conformance-") as tmp:
@@ -704,7 +705,7 @@ class BackendConformance:
 
     # -- tests ------------------------------------------------------------------------------------------
     def test_contract(self) -> None:
-        from .plugins import check_plugin_api
+        from mobile_ep.contract.plugins import check_plugin_api
 
         backend = self.make_backend()
         problems = []
@@ -740,7 +741,7 @@ class BackendConformance:
         assert not problems, f"{backend.name}: " + "; ".join(problems)
 
     def test_registers_and_checks(self, tmp_path: pathlib.Path) -> None:
-        from . import api
+        from mobile_ep import pipeline as api
 
         backend = self.make_backend()
         with registered(backend) as plugins:
@@ -798,7 +799,7 @@ if pytest is not None:
     @pytest.fixture
     def mobile_ep_plugins() -> Iterator[Any]:
         """A fresh plugin manager with no entry-point plugins; whatever a test registers is gone after it."""
-        from .plugins import make_plugins
+        from mobile_ep.contract.plugins import make_plugins
 
         manager = make_plugins(entry_points=False)
         try:
@@ -812,7 +813,7 @@ if pytest is not None:
         """``register(backend, ...)`` or ``register(plugin, name=...)``: registered for this test only.
 
         Returns the plugin manager (the ``mobile_ep_plugins`` fixture), to pass as ``plugins=`` to
-        :mod:`mobile_ep.api` functions.
+        :mod:`mobile_ep.pipeline` functions.
         """
 
         def register(*items: object, name: str | None = None) -> Any:
@@ -835,7 +836,7 @@ if pytest is not None:
         """
         from click.testing import CliRunner
 
-        from .cli import main
+        from mobile_ep.cli.main import main
 
         def run(*args: str | os.PathLike) -> Any:
             return CliRunner().invoke(main, [str(a) for a in args], obj=mobile_ep_plugins)

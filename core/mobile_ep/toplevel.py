@@ -1,8 +1,8 @@
 """``mobile_ep.check``, ``mobile_ep.convert`` and ``mobile_ep.explain``: the command line, from Python.
 
 Each function takes what the command takes, in Python form, and returns the typed report the command
-prints (:class:`~mobile_ep.api.CheckReport`, :class:`~mobile_ep.api.ConvertReport`,
-:class:`~mobile_ep.explanation.ExplainReport`); errors are the exceptions of :mod:`mobile_ep.errors`
+prints (:class:`~mobile_ep.pipeline.CheckReport`, :class:`~mobile_ep.pipeline.ConvertReport`,
+:class:`~mobile_ep.reports.explain.ExplainReport`); errors are the exceptions of :mod:`mobile_ep.errors`
 (``ModelError``, ``UsageError``, ``VerificationError``, ...), whose ``exit_code`` is the command's.
 
 ==========================================  ==============================================================
@@ -26,9 +26,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from .api import CheckReport, ConvertReport, PipelineOptions
-    from .explanation import ExplainReport
-    from .plugins import Plugins
+    from mobile_ep.contract.plugins import Plugins
+    from mobile_ep.pipeline import CheckReport, ConvertReport, PipelineOptions
+    from mobile_ep.reports.explain import ExplainReport
 
 __all__ = ["check", "convert", "explain"]
 
@@ -53,7 +53,7 @@ def _text(value: Any) -> str:
 
 def _options(options: Mapping[str, Any] | None, names: Sequence[str]) -> dict[str, dict[str, str]]:
     """``{"nnapi": {"api_level": 29}}``, ``{"nnapi.api_level": 29}`` or (one backend) ``{"api_level": 29}``."""
-    from .errors import UsageError
+    from mobile_ep.errors import UsageError
 
     result: dict[str, dict[str, str]] = {}
     for key, value in (options or {}).items():
@@ -72,9 +72,9 @@ def _options(options: Mapping[str, Any] | None, names: Sequence[str]) -> dict[st
 
 def _pipeline(shape: Shape, dim: Mapping[str, int] | str | Sequence[str] | None, max_partitions: int | None,
               min_nodes: int | None, legalize: bool, cost_model: bool) -> PipelineOptions:
-    from .api import PipelineOptions
-    from .errors import UsageError
-    from .passes import parse_dim, parse_shape
+    from mobile_ep.errors import UsageError
+    from mobile_ep.passes import parse_dim, parse_shape
+    from mobile_ep.pipeline import PipelineOptions
 
     shapes: dict[str | None, tuple[int, ...]] = {}
     if isinstance(shape, str):
@@ -107,12 +107,12 @@ def _with_html(html: str | os.PathLike | None, run: Callable[..., _Report], *arg
                **kwargs: Any) -> _Report:
     """``run(*args, **kwargs)``; with *html*, the run records every graph node by node (what the HTML report
     draws) and the report is then written there."""
-    from . import nodegraph
+    from mobile_ep.reports import nodegraph
 
     with nodegraph.recording(html is not None):
         report = run(*args, **kwargs)
     if html is not None:
-        from .html import write_html
+        from mobile_ep.reports.html import write_html
 
         write_html(report, html)
     return report
@@ -140,7 +140,7 @@ def check(
     the HTML report there; the returned report then carries each graph node by node (``report.backends[
     name].graph``).
     """
-    from . import api
+    from mobile_ep import pipeline as api
 
     names = _names(ep)
     return _with_html(html, api.check, model, names or None, options=_options(options, names),
@@ -173,11 +173,11 @@ def convert(
     Raises :class:`~mobile_ep.errors.VerificationError` when the converted model's outputs differ (the
     files and ``report.json`` stay for inspection).  With *html*, also writes the HTML report there.
     """
-    from . import api
+    from mobile_ep import pipeline as api
 
     names = _names(ep)
     if len(names) != 1:
-        from .errors import UsageError
+        from mobile_ep.errors import UsageError
 
         raise UsageError(f"convert targets one backend, got {ep!r}")
     return _with_html(html, api.convert, model, names[0], output, options=_options(options, names),
@@ -201,7 +201,7 @@ def explain(
     ``report.text()`` is what the command prints; ``report.backends[i].alternatives`` are the computed
     changes (``change``, ``runs_on``, ``outcome``).
     """
-    from .explanation import explain as run
+    from mobile_ep.reports.explain import explain as run
 
     names = _names(ep)
     return run(model, node, names or None, options=_options(options, names), plugins=plugins, strict=strict,

@@ -29,7 +29,7 @@ SCRIPT = pathlib.Path(sys.executable).with_name("mobile-ep")
 
 
 def mobile_ep(*args):
-    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "mobile_ep.cli"]
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "mobile_ep.cli.main"]
     return subprocess.run([*command, "--strict", *args], capture_output=True, text=True, timeout=300)
 
 

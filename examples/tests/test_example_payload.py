@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from mobile_ep import CompiledPartition, CompileError, RuleContext
-from mobile_ep.compile import partition_view
+from mobile_ep.contract.compile import partition_view
 from mobile_ep.testing import as_model
 from mobile_ep_example import enpu
 from mobile_ep_example.backend import ExampleNpu

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from mobile_ep import api
+from mobile_ep import pipeline as api
 from mobile_ep.testing import node_support, run_case, supports_all
 from mobile_ep_example.backend import ExampleNpu
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import onnx_ir as ir
 
-from mobile_ep import ir as mir
+from mobile_ep import model_io as mir
 from mobile_ep.errors import UsageError
 
 __all__ = ["FixShapesPass", "parse_shape", "parse_dim"]

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from mobile_ep import partition
-from mobile_ep.capability import _CYCLIC, Backend, RuleContext, Support, _ProposalContext, op_label
-from mobile_ep.rewrite import Builder, Rewrite
+from mobile_ep.contract.rewrite import Builder, Rewrite
+from mobile_ep.contract.rules import _CYCLIC, Backend, RuleContext, Support, _ProposalContext, op_label
+from mobile_ep.partitioning import propose as partition
 
 __all__ = ["Applied", "Skipped", "LegalizePass"]
 

@@ -130,7 +130,7 @@ class CoreMLBackend(Backend):
 
     def rewrites(self) -> tuple[mobile_ep.Rewrite, ...]:
         """Legalizations: ops ORT's CoreML EP lacks (in one or both formats) with exact decompositions."""
-        from mobile_ep import rewrites as r
+        from mobile_ep.passes import rewrites as r
 
         return (
             r.SumToAdd(),
@@ -195,6 +195,6 @@ class CoreMLBackend(Backend):
 
     def runtime_adapter(self) -> dict[str, bytes]:
         """The Swift sources that run payloads on iOS / macOS next to ONNX Runtime."""
-        from mobile_ep.compile import package_files
+        from mobile_ep.contract.compile import package_files
 
         return package_files("mobile_ep_coreml", "runtime")

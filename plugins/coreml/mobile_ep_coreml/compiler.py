@@ -2,7 +2,7 @@
 
 :func:`compile_partition` opens a MIL function whose inputs are the partition's run-time inputs
 (dynamic dims stay symbolic and become flexible shapes), lets every rule lower its node
-(:func:`mobile_ep.compile.lower_units`, which re-asserts support first), converts the program with
+(:func:`mobile_ep.contract.compile.lower_units`, which re-asserts support first), converts the program with
 coremltools for the chosen format, deployment target and precision, and zips the saved package.
 :func:`emulate` runs a payload's package with the host emulator.
 
@@ -25,7 +25,7 @@ import numpy as np
 import onnx_ir as ir
 
 from mobile_ep import CompiledPartition, CompileError, PartitionView, RuleContext, TensorSpec
-from mobile_ep.compile import lower_units, runtime_inputs
+from mobile_ep.contract.compile import lower_units, runtime_inputs
 
 from . import __version__
 from .emulator import IO_METADATA_KEY

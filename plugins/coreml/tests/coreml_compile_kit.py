@@ -16,9 +16,9 @@ import onnxruntime as ort
 from onnx import numpy_helper
 
 from mobile_ep import CompiledPartition, RuleContext
-from mobile_ep import ir as mir
-from mobile_ep.compile import partition_view
-from mobile_ep.qdq import build_node_units
+from mobile_ep import model_io as mir
+from mobile_ep.contract.compile import partition_view
+from mobile_ep.partitioning.units import build_node_units
 from mobile_ep.testing import as_model
 from mobile_ep_coreml import CoreMLBackend
 from mobile_ep_coreml.emulator import load_package

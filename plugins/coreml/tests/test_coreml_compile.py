@@ -239,7 +239,7 @@ def test_swift_adapter_agrees_with_the_python_side():
     partition = files["Sources/MobileEPCoreML/CoreMLPartition.swift"]
     assert f'"{IO_METADATA_KEY}"' in partition
     assert '"com.github.mobile-ep.compute_units"' in partition
-    from mobile_ep.compiled import BUNDLE_FORMAT
+    from mobile_ep.passes.to_epcontext import BUNDLE_FORMAT
 
     assert f'"{BUNDLE_FORMAT}"' in files["Sources/MobileEPCoreML/CompiledModelRunner.swift"]
     for option in ("CPUOnly", "CPUAndGPU", "CPUAndNeuralEngine"):
@@ -250,12 +250,13 @@ def test_swift_adapter_agrees_with_the_python_side():
 
 
 # --------------------------------------------------------------------------------------------------
-# Compiled-partition models (mobile_ep.compiled) with Core ML payloads
+# Compiled-partition models (mobile_ep.passes.to_epcontext) with Core ML payloads
 # --------------------------------------------------------------------------------------------------
 def test_partitions_reading_each_others_outputs_and_their_bundle(tmp_path):
     """relu(x) -> Floor (CPU) -> Add(relu, floor): the Add's partition reads the first partition's output
     directly; the bundle holds both packages unpacked."""
-    from mobile_ep import compiled, runtime
+    from mobile_ep import runtime
+    from mobile_ep.passes import to_epcontext as compiled
     from mobile_ep.testing import as_model
 
     proto = model([helper.make_node("Relu", ["x"], ["r"], name="relu"),

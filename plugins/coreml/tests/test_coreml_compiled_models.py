@@ -18,7 +18,7 @@ import onnx
 import pytest
 from coreml_compile_kit import randomized
 
-from mobile_ep import api
+from mobile_ep import pipeline as api
 from mobile_ep.samples import write_sample
 from mobile_ep.testing import registered, smoke_models
 from mobile_ep_coreml import CoreMLBackend

@@ -10,7 +10,7 @@ import onnx
 import pytest
 from coreml_testing import MLP, NN, coreml
 
-import mobile_ep.ir as mir
+import mobile_ep.model_io as mir
 from mobile_ep.testing import as_model, proposal, supports_all
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")

@@ -156,7 +156,7 @@ class NnapiBackend(Backend):
 
     def rewrites(self) -> tuple[mobile_ep.Rewrite, ...]:
         """Legalizations into ops ORT's NNAPI EP takes (each applied only where the result is claimed)."""
-        from mobile_ep import rewrites as r
+        from mobile_ep.passes import rewrites as r
 
         return (
             r.SumToAdd(),
@@ -252,7 +252,7 @@ class NnapiBackend(Backend):
 
     def runtime_adapter(self) -> dict[str, bytes]:
         """The C++ runtime adapter (NNAPI C API), its JNI and Kotlin glue, the header and the build files."""
-        from mobile_ep.compile import package_files
+        from mobile_ep.contract.compile import package_files
 
         return package_files("mobile_ep_nnapi", "adapter")
 

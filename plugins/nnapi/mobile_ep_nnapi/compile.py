@@ -1,8 +1,8 @@
 """Compiling a partition into an NNAPI model: the builder every rule's ``lower`` writes into.
 
 :func:`compile_partition` makes an :class:`NnapiBuilder` for the partition, creates the model inputs (in
-ONNX layout, in the order of :func:`mobile_ep.compile.runtime_inputs`), lets
-:func:`mobile_ep.compile.lower_units` call each rule's ``lower`` (which re-asserts support first), then
+ONNX layout, in the order of :func:`mobile_ep.contract.compile.runtime_inputs`), lets
+:func:`mobile_ep.contract.compile.lower_units` call each rule's ``lower`` (which re-asserts support first), then
 makes the model outputs and serializes the model.
 
 **Layout.**  Every ONNX value may have operands in several layouts, each a permutation of its ONNX dims
@@ -43,7 +43,7 @@ from mobile_ep import (
     TensorSpec,
     UnitIO,
 )
-from mobile_ep.compile import lower_units, runtime_inputs
+from mobile_ep.contract.compile import lower_units, runtime_inputs
 
 from . import serialize
 from .model import ChannelQuant, NnapiModel, Operand

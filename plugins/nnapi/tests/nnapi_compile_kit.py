@@ -8,8 +8,8 @@ import numpy as np
 import onnxruntime as ort
 
 from mobile_ep import CompiledPartition, RuleContext
-from mobile_ep.compile import partition_view
-from mobile_ep.qdq import build_node_units
+from mobile_ep.contract.compile import partition_view
+from mobile_ep.partitioning.units import build_node_units
 from mobile_ep.testing import as_model
 from mobile_ep_nnapi import NnapiBackend, serialize
 from mobile_ep_nnapi.model import NnapiModel

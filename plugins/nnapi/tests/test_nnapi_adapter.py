@@ -136,7 +136,7 @@ def test_adapter_builds_exactly_the_serialized_model(build, tmp_path, name, prot
 
 
 def test_adapter_runs_every_partition_of_a_compiled_sample(build, tmp_path):
-    from mobile_ep import compiled as compiled_models
+    from mobile_ep.passes import to_epcontext as compiled_models
     from mobile_ep.testing import _sample_model
 
     source = _sample_model(tmp_path)

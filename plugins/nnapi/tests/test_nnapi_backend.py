@@ -12,8 +12,8 @@ from nnapi_models import I64, U8, at_api, model, node, support
 
 import mobile_ep
 from mobile_ep import UsageError
-from mobile_ep import compile as compile_contract
-from mobile_ep.plugins import make_plugins
+from mobile_ep.contract import compile as compile_contract
+from mobile_ep.contract.plugins import make_plugins
 from mobile_ep_nnapi import NnapiBackend, NnapiOptions, feature_level_for_api, rules
 
 # Every op of reference/ort.md §1 (op builders registered in op_builder_factory.cc).
@@ -177,11 +177,11 @@ def test_plugin_uses_only_the_public_api():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for stmt in ast.walk(tree):
             if isinstance(stmt, ast.ImportFrom) and stmt.module and stmt.module.startswith("mobile_ep"):
-                assert stmt.module in ("mobile_ep", "mobile_ep.compile") or stmt.module.startswith("mobile_ep_nnapi"), (
+                assert stmt.module in ("mobile_ep", "mobile_ep.contract.compile") or stmt.module.startswith("mobile_ep_nnapi"), (
                     path, stmt.module)
                 if stmt.module == "mobile_ep":
                     imported.update(alias.name for alias in stmt.names)
-                if stmt.module == "mobile_ep.compile":
+                if stmt.module == "mobile_ep.contract.compile":
                     assert {a.name for a in stmt.names} <= set(compile_contract.__all__), path
             elif isinstance(stmt, ast.Import):
                 assert not any(a.name.startswith("mobile_ep.") for a in stmt.names), path

@@ -20,8 +20,8 @@ import pytest
 from nnapi_compile_kit import random
 from onnx import helper, numpy_helper
 
-from mobile_ep import api
-from mobile_ep import ir as mir
+from mobile_ep import model_io as mir
+from mobile_ep import pipeline as api
 from mobile_ep.samples import write_sample
 from mobile_ep.testing import registered, smoke_models
 from mobile_ep_nnapi import NnapiBackend

@@ -9,7 +9,7 @@ import warnings
 import onnx
 import pytest
 
-import mobile_ep.ir as mir
+import mobile_ep.model_io as mir
 from mobile_ep import Support
 from mobile_ep.testing import proposal, supports_all
 from mobile_ep_nnapi import NnapiBackend

@@ -27,7 +27,7 @@ def test_qdq_conv_is_one_unit():
     ir_model = as_model(qdq_conv())
     be = backend()
     ctx = RuleContext(ir_model, be)
-    from mobile_ep.qdq import build_node_units
+    from mobile_ep.partitioning.units import build_node_units
 
     units = build_node_units(ir_model.graph, be.qdq_ops())
     conv = next(n for n in ir_model.graph if n.op_type == "Conv")

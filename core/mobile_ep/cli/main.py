@@ -10,9 +10,13 @@ from collections.abc import Callable, Sequence
 
 import click
 
-from . import __version__, api, batch, nodegraph, report
-from .errors import EXIT_BACKEND, EXIT_FAILURE, MobileEpError, UsageError
-from .plugins import DISABLE_ENV, Plugins, make_plugins
+from mobile_ep import __version__
+from mobile_ep import pipeline as api
+from mobile_ep.cli import batch
+from mobile_ep.contract.plugins import DISABLE_ENV, Plugins, make_plugins
+from mobile_ep.errors import EXIT_BACKEND, EXIT_FAILURE, MobileEpError, UsageError
+from mobile_ep.reports import nodegraph
+from mobile_ep.reports import text as report
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -166,7 +170,7 @@ def _pipeline_options(f):
 
 def _pipeline(shapes: tuple[str, ...], dims: tuple[str, ...], max_partitions: int | None, min_nodes: int | None,
               legalize: bool, cost_model: bool) -> api.PipelineOptions:
-    from .passes import parse_dim, parse_shape
+    from mobile_ep.passes import parse_dim, parse_shape
 
     parsed_shapes: dict[str | None, tuple[int, ...]] = {}
     for text in shapes:
@@ -179,7 +183,7 @@ def _pipeline(shapes: tuple[str, ...], dims: tuple[str, ...], max_partitions: in
 
 
 def _sample(directory: pathlib.Path, state: _State) -> pathlib.Path:
-    from .samples import write_sample
+    from mobile_ep.samples import write_sample
 
     path = write_sample(directory)
     if not state.quiet:
@@ -189,7 +193,7 @@ def _sample(directory: pathlib.Path, state: _State) -> pathlib.Path:
 
 def _progress(state: _State, plan: Sequence[str] = ()):
     """Progress bars on stderr while the command runs: only on a terminal, never with --quiet."""
-    from . import progress
+    from mobile_ep.cli import progress
 
     reporter = progress.TerminalProgress(plan=plan) if progress.wants_progress(quiet=state.quiet) else None
     return progress.reporting(reporter)
@@ -201,7 +205,7 @@ def _complete_backends(ctx: click.Context, param: click.Parameter, incomplete: s
 
     from click.shell_completion import CompletionItem
 
-    from .hookspecs import PROJECT_NAME
+    from mobile_ep.contract.hookspecs import PROJECT_NAME
 
     head, _, tail = incomplete.rpartition(",")
     chosen = set(head.split(",")) if head else set()
@@ -229,7 +233,7 @@ def _report_options(f):
 
 
 def _write_html(state: _State, result: api.CheckReport | api.ConvertReport, path: pathlib.Path) -> None:
-    from . import html
+    from mobile_ep.reports import html
 
     written = html.write_html(result, path)
     if not state.quiet:
@@ -261,7 +265,7 @@ def _run_batch(state: _State, paths: Sequence[pathlib.Path], work, jobs: int) ->
     """Run *work* on each model; errors and (-v) reports are printed as they come, the table at the end."""
     import os
 
-    from . import progress
+    from mobile_ep.cli import progress
 
     state.plugins  # noqa: B018 -- load (and warn about) plugins once, before any job starts
     jobs = jobs or os.cpu_count() or 1
@@ -284,7 +288,7 @@ def _many(state: _State, arguments: Sequence[pathlib.Path], kind: str, as_json: 
           text: Callable[..., str], row: Callable[..., dict]) -> None:
     """check or convert several models: *run* (a model, its unique stem, the plugins) gives each report,
     *text* and *row* describe it for -v and the summary table."""
-    from . import html
+    from mobile_ep.reports import html
 
     paths = batch.expand_models(arguments)
     stems = batch.unique_stems(paths)
@@ -308,7 +312,7 @@ def _finish_batch(state: _State, results: Sequence[batch.ModelResult], kind: str
     import json
 
     if html_dir is not None:
-        from . import html
+        from mobile_ep.reports import html
 
         rows = []
         for r in results:
@@ -493,7 +497,7 @@ def explain(state: _State, model: pathlib.Path, node: str, eps: str | None, opti
     """
     import json
 
-    from . import explanation as explaining
+    from mobile_ep.reports import explain as explaining
 
     names = _parse_eps(eps)
     options = _parse_options(option_values, names)
@@ -587,8 +591,8 @@ def conformance(state: _State, eps: str | None, option_values: tuple[str, ...], 
     """
     import json
 
-    from . import testing
-    from .errors import VerificationError
+    from mobile_ep import testing
+    from mobile_ep.errors import VerificationError
 
     names = _parse_eps(eps)
     backends = api.resolve_backends(names or None, _parse_options(option_values, names), state.plugins)
@@ -607,7 +611,7 @@ def conformance(state: _State, eps: str | None, option_values: tuple[str, ...], 
 
 def _conformance(testing, backend, models: Sequence[pathlib.Path]):
     """``testing.run_conformance``, case by case when a progress bar follows it."""
-    from . import progress
+    from mobile_ep.cli import progress
 
     if not progress.active():
         return testing.run_conformance(backend, models=models)

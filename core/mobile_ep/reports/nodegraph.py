@@ -1,6 +1,6 @@
 """Plain-data snapshots of the graphs a report describes: nodes, ops, value types and shapes.
 
-A :class:`~mobile_ep.api.BackendReport` names its partitions' nodes and the nodes left on CPU; the HTML
+A :class:`~mobile_ep.pipeline.BackendReport` names its partitions' nodes and the nodes left on CPU; the HTML
 report and ``mobile-ep explain`` also need the graph itself.  The pipeline attaches a
 :class:`GraphSnapshot` to each report's ``graph`` field while :func:`recording` is active (it costs a walk
 over the graph, so nothing is recorded otherwise).  Snapshots hold no ``onnx_ir`` objects: they outlive
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import onnx_ir as ir
 
-from .capability import op_label
+from mobile_ep.contract.rules import op_label
 
 __all__ = ["SnapshotNode", "GraphSnapshot", "recording", "is_recording", "attach"]
 

@@ -8,8 +8,8 @@ import pathlib
 
 import onnx_ir as ir
 
-from . import ir as mir
-from .errors import ModelError
+from mobile_ep import model_io as mir
+from mobile_ep.errors import ModelError
 
 __all__ = ["write_onnx", "write_ort", "ort_format_ops", "fuse_cpu_nodes", "CpuFusion"]
 

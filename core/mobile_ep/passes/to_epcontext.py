@@ -1,6 +1,6 @@
 """Compiled-partition models: each partition replaced by one ``com.microsoft:EPContext`` node carrying a
 backend's compiled payload.  Backend-neutral: the NNAPI and Core ML backends (and any plugin implementing
-the compile contract of :mod:`mobile_ep.compile`) go through the same functions.
+the compile contract of :mod:`mobile_ep.contract.compile`) go through the same functions.
 
 **The node** follows ONNX Runtime's EPContext convention (contrib op ``com.microsoft:EPContext`` v1):
 
@@ -54,11 +54,11 @@ from typing import Any
 
 import onnx_ir as ir
 
-from . import ir as mir
-from .capability import Backend, RuleContext, op_label
-from .compile import CompiledPartition, CompileError, is_compiling, partition_view
-from .errors import BackendError, UsageError
-from .qdq import build_node_units
+from mobile_ep import model_io as mir
+from mobile_ep.contract.compile import CompiledPartition, CompileError, is_compiling, partition_view
+from mobile_ep.contract.rules import Backend, RuleContext, op_label
+from mobile_ep.errors import BackendError, UsageError
+from mobile_ep.partitioning.units import build_node_units
 
 __all__ = [
     "EP_CONTEXT_DOMAIN",
@@ -318,9 +318,9 @@ def compile_model(source: str | os.PathLike, backend: Backend, target: str | os.
     The model is seen as an ONNX Runtime session sees it (basic optimizations), partitioned with ORT's
     algorithm; the partitions the cost model keeps (with ``max_partitions``/``min_nodes``) are compiled.
     """
-    from .api import isolate_faults
-    from .cost import select_partitions
-    from .partition import propose
+    from mobile_ep.partitioning.cost import select_partitions
+    from mobile_ep.partitioning.propose import propose
+    from mobile_ep.pipeline import isolate_faults
 
     work = pathlib.Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -389,7 +389,7 @@ def write_bundle(compiled: str | os.PathLike, folder: str | os.PathLike | None =
     """
     import json
 
-    from .runtime import plan_compiled
+    from mobile_ep.runtime import plan_compiled
 
     source = pathlib.Path(compiled)
     target = pathlib.Path(folder) if folder is not None else bundle_path(source)

@@ -723,8 +723,8 @@ class Backend:
         return ()
 
     def cost_params(self) -> Any:
-        """Constants of the cost model (:class:`mobile_ep.cost.CostParams`) for this accelerator."""
-        from .cost import CostParams
+        """Constants of the cost model (:class:`mobile_ep.partitioning.cost.CostParams`) for this accelerator."""
+        from mobile_ep.partitioning.cost import CostParams
 
         return CostParams()
 
@@ -773,7 +773,7 @@ def _format_option(value: Any) -> str:
 
 def parse_options(options_type: type, values: Mapping[str, str], *, current: Any, backend: str) -> Any:
     """Parse string option values into a new options dataclass instance; errors name the option."""
-    from .errors import UsageError
+    from mobile_ep.errors import UsageError
 
     fields = {f.name: f for f in dataclasses.fields(options_type)}
     hints = typing.get_type_hints(options_type)

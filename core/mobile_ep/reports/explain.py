@@ -28,14 +28,14 @@ from typing import Literal
 
 import onnx_ir as ir
 
-from . import api
-from . import ir as mir
-from .capability import Backend, RuleContext, Support, op_label
-from .cost import select_partitions
-from .errors import MobileEpError, UsageError
-from .partition import propose
-from .plugins import Plugins, make_plugins
-from .qdq import build_node_units
+from mobile_ep import model_io as mir
+from mobile_ep import pipeline as api
+from mobile_ep.contract.plugins import Plugins, make_plugins
+from mobile_ep.contract.rules import Backend, RuleContext, Support, op_label
+from mobile_ep.errors import MobileEpError, UsageError
+from mobile_ep.partitioning.cost import select_partitions
+from mobile_ep.partitioning.propose import propose
+from mobile_ep.partitioning.units import build_node_units
 
 __all__ = ["Alternative", "BackendExplanation", "ExplainReport", "explain"]
 
@@ -557,6 +557,6 @@ def explain(
 
 
 def _attr(a: ir.Attr) -> str:
-    from .nodegraph import _attr_text
+    from mobile_ep.reports.nodegraph import _attr_text
 
     return _attr_text(a)

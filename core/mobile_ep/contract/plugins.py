@@ -19,9 +19,9 @@ from typing import Any
 
 import pluggy
 
-from . import hookspecs
-from .capability import Backend, RuleRegistry
-from .errors import BackendError, UsageError
+from mobile_ep.contract import hookspecs
+from mobile_ep.contract.rules import Backend, RuleRegistry
+from mobile_ep.errors import BackendError, UsageError
 
 __all__ = ["DISABLE_ENV", "PluginError", "PluginApiError", "Plugins", "make_plugins", "check_plugin_api"]
 
@@ -213,7 +213,7 @@ def check_plugin_api(backend: Backend, plugin: str | None = None) -> None:
     A backend declares ``plugin_api = N`` (it needs plugin API N) or ``plugin_api = (LOW, HIGH)`` (it
     works with any of LOW..HIGH); ``None`` (the default) declares nothing and is not checked.
     """
-    from . import PLUGIN_API_VERSION, __version__
+    from mobile_ep import PLUGIN_API_VERSION, __version__
 
     declared = getattr(backend, "plugin_api", None)
     if declared is None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import onnx_ir as ir
 
-from .capability import (
+from mobile_ep.contract.rules import (
     _CYCLIC,
     SUPPORTED,
     Backend,
@@ -36,7 +36,7 @@ from .capability import (
     _single_units,
     op_label,
 )
-from .qdq import build_node_units
+from mobile_ep.partitioning.units import build_node_units
 
 __all__ = ["Partition", "Placement", "BackendProposal", "Proposal", "propose", "wave_groups", "verdict"]
 
@@ -183,7 +183,7 @@ class _GraphIndex:
             in_degree, users = _in_degrees(producers)
             order = _kahn(in_degree, users)
             if order is None:
-                from .errors import ModelError
+                from mobile_ep.errors import ModelError
 
                 stuck = graph_nodes[_stuck(in_degree, users)]
                 raise ModelError(f"the graph has a cycle through node {stuck.name!r} ({op_label(stuck)})")

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 import onnx_ir as ir
 
-from .capability import RuleContext, Support
+from mobile_ep.contract.rules import RuleContext, Support
 
 __all__ = ["Rewrite", "Builder", "broadcast_shapes"]
 

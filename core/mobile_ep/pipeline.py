@@ -28,15 +28,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import onnx_ir as ir
 
-from . import compiled as compiled_models
-from . import export, nodegraph, progress, runtime
-from . import ir as mir
-from .capability import Backend, NodeUnit, RuleContext, Support, op_label
-from .cost import PartitionCost, select_partitions
-from .errors import BackendError, UsageError, VerificationError
-from .partition import BackendProposal, Proposal, graph_index, propose
-from .passes import FixShapesPass, LegalizePass
-from .plugins import Plugins, make_plugins
+from mobile_ep import model_io as mir
+from mobile_ep import runtime
+from mobile_ep.cli import progress
+from mobile_ep.contract.plugins import Plugins, make_plugins
+from mobile_ep.contract.rules import Backend, NodeUnit, RuleContext, Support, op_label
+from mobile_ep.errors import BackendError, UsageError, VerificationError
+from mobile_ep.export import ort_format as export
+from mobile_ep.partitioning.cost import PartitionCost, select_partitions
+from mobile_ep.partitioning.propose import BackendProposal, Proposal, graph_index, propose
+from mobile_ep.passes import FixShapesPass, LegalizePass
+from mobile_ep.passes import to_epcontext as compiled_models
+from mobile_ep.reports import nodegraph
 
 __all__ = [
     "NodeReason",
@@ -191,7 +194,7 @@ class ConvertReport:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     #: The CPU-side fusions applied to nodes no partition keeps.
     cpu_fusion: export.CpuFusion | None = None
-    #: ``convert --compile``: the compiled partitions (:class:`mobile_ep.compiled.CompileResult`).
+    #: ``convert --compile``: the compiled partitions (:class:`mobile_ep.passes.to_epcontext.CompileResult`).
     compiled: compiled_models.CompileResult | None = None
 
     def as_dict(self) -> dict:
@@ -256,8 +259,8 @@ def _optimized_path(model_path: str | os.PathLike, workdir: str | os.PathLike, o
                     proto: object | None = None, *, weights: bool = True) -> tuple[pathlib.Path, dict[str, list[str]]]:
     """Validate, fix shapes if asked, and write the basic-optimized model into *workdir*.
 
-    *proto*: the file as :func:`mobile_ep.ir.read_proto` just returned it (not parsed again).  *weights*
-    False: the large weights are not written (:func:`mobile_ep.ir.ort_optimized`); :func:`mobile_ep.ir.load`
+    *proto*: the file as :func:`mobile_ep.model_io.read_proto` just returned it (not parsed again).  *weights*
+    False: the large weights are not written (:func:`mobile_ep.model_io.ort_optimized`); :func:`mobile_ep.model_io.load`
     reads them on demand.
     """
     path = pathlib.Path(model_path)
@@ -315,7 +318,7 @@ def resolve_backends(
 
 
 def _options_dict(backend: Backend) -> dict[str, str]:
-    from .capability import _format_option
+    from mobile_ep.contract.rules import _format_option
 
     if not dataclasses.is_dataclass(backend.options):
         return {}
@@ -387,7 +390,7 @@ def analyze(model: ir.Model, backends: Sequence[Backend], *, strict: bool = Fals
     """Each backend alone on *model*, and all of them together in priority order.
 
     *proposals*, if given, receives each backend's own proposal (for :func:`_plan` to reuse); *signatures*:
-    answers by node signature to share with later proposals (:func:`mobile_ep.partition.propose`).
+    answers by node signature to share with later proposals (:func:`mobile_ep.partitioning.propose.propose`).
     """
     on_error = isolate_faults(strict)
     reports = {}
@@ -598,7 +601,7 @@ def convert(
     inspection).
 
     With *compile* the backend (which must implement the compile contract) also lowers the partitions
-    of the written model: ``<model>.<ep>.compiled.onnx`` (EPContext nodes, :mod:`mobile_ep.compiled`), the
+    of the written model: ``<model>.<ep>.compiled.onnx`` (EPContext nodes, :mod:`mobile_ep.passes.to_epcontext`), the
     same split for an app in ``<model>.<ep>.compiled/`` and the runtime adapter's sources in ``adapter/``;
     verification then also runs the compiled model (onnxruntime + the backend's emulator).
     """
@@ -753,7 +756,7 @@ def _export_onnx(plan: _Plan, backend: Backend, pipeline: PipelineOptions, targe
 
 def _written_report(path: pathlib.Path, backend: Backend, workdir: pathlib.Path, strict: bool) -> BackendReport:
     """The backend's view of a written model, after the basic optimizations every ORT session applies
-    (whose weights are not written again: analysis seldom reads them, see :func:`mobile_ep.ir.ort_optimized`)."""
+    (whose weights are not written again: analysis seldom reads them, see :func:`mobile_ep.model_io.ort_optimized`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     model = mir.load(mir.ort_optimized(path, workdir, inspected=True, weights=False), check=False)  # our own file
     proposal = propose(model, [backend], on_error=isolate_faults(strict))
@@ -767,7 +770,7 @@ def _written_report(path: pathlib.Path, backend: Backend, workdir: pathlib.Path,
 def _compile(source: pathlib.Path, backend: Backend, paths: dict[str, pathlib.Path], out_dir: pathlib.Path,
              workdir: pathlib.Path, pipeline: PipelineOptions, strict: bool) -> compiled_models.CompileResult:
     """``convert --compile``: the compiled-partition model, its app bundle and the runtime adapter."""
-    from .compile import is_compiling
+    from mobile_ep.contract.compile import is_compiling
 
     if not is_compiling(backend):
         raise UsageError(f"backend {backend.name!r} does not compile partitions: --compile needs a backend with "

@@ -35,8 +35,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import onnx_ir as ir
 
-from .capability import NodeUnit, PartitionView, RuleContext, op_label
-from .errors import BackendError
+from mobile_ep.contract.rules import NodeUnit, PartitionView, RuleContext, op_label
+from mobile_ep.errors import BackendError
 
 __all__ = [
     "COMPILE_METHODS",

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from .capability import _ONLY_INTS, RuleContext, _ProposalContext, attr
-from .partition import Partition, _gc_paused
+from mobile_ep.contract.rules import _ONLY_INTS, RuleContext, _ProposalContext, attr
+from mobile_ep.partitioning.propose import Partition, _gc_paused
 
 _node_outputs = operator.attrgetter("outputs")
 _node_op_type = operator.attrgetter("op_type")

@@ -22,8 +22,8 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 
-from . import progress
-from .errors import EXIT_FAILURE, MobileEpError, ModelError
+from mobile_ep.cli import progress
+from mobile_ep.errors import EXIT_FAILURE, MobileEpError, ModelError
 
 __all__ = [
     "EXIT_SOME_FAILED",
@@ -213,7 +213,7 @@ def _numbers(report) -> dict:
 
 
 def check_row(report) -> dict:
-    """The summary numbers of a :class:`~mobile_ep.api.CheckReport`."""
+    """The summary numbers of a :class:`~mobile_ep.pipeline.CheckReport`."""
     backends = {}
     for name, b in report.backends.items():
         entry = _numbers(b)
@@ -225,7 +225,7 @@ def check_row(report) -> dict:
 
 
 def convert_row(report) -> dict:
-    """The summary numbers of a :class:`~mobile_ep.api.ConvertReport`."""
+    """The summary numbers of a :class:`~mobile_ep.pipeline.ConvertReport`."""
     entry = _numbers(report.check)
     if report.before is not None:
         entry["before"] = _numbers(report.before)

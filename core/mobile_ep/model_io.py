@@ -28,7 +28,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import NameFixPass
 
-from .errors import ModelError
+from mobile_ep.errors import ModelError
 
 __all__ = [
     "MAX_IR_VERSION",

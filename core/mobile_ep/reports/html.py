@@ -33,11 +33,11 @@ import pathlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
+from mobile_ep import __version__
 
 if TYPE_CHECKING:
-    from .api import BackendReport, CheckReport, ConvertReport
-    from .nodegraph import GraphSnapshot
+    from mobile_ep.pipeline import BackendReport, CheckReport, ConvertReport
+    from mobile_ep.reports.nodegraph import GraphSnapshot
 
 __all__ = [
     "COLLAPSE_ABOVE",
@@ -368,13 +368,13 @@ def _require_graph(report: BackendReport, what: str) -> GraphSnapshot:
     if report.graph is None:
         raise MissingGraphError(
             f"{what}: the report carries no graph; produce it with mobile_ep.check(..., html=...) or inside "
-            "mobile_ep.nodegraph.recording()")
+            "mobile_ep.reports.nodegraph.recording()")
     return report.graph
 
 
 def report_data(report: CheckReport | ConvertReport) -> dict:
     """Everything the page draws, as JSON-ready data (graphs with their layouts, views, tables)."""
-    from .api import CheckReport
+    from mobile_ep.pipeline import CheckReport
 
     graphs: dict[str, GraphSnapshot] = {}
     views: list[_View] = []
@@ -467,7 +467,7 @@ def _combined_view(report: CheckReport, snapshot: GraphSnapshot) -> _View:
 # Rendering
 # --------------------------------------------------------------------------------------------------
 def _asset(name: str) -> str:
-    return importlib.resources.files("mobile_ep").joinpath("static", name).read_text(encoding="utf-8")
+    return importlib.resources.files("mobile_ep.reports").joinpath("static", name).read_text(encoding="utf-8")
 
 
 def _json_for_script(data: object) -> str:
@@ -624,7 +624,7 @@ def _convert_tables(report: ConvertReport) -> str:
 
 def render(report: CheckReport | ConvertReport, *, title: str | None = None) -> str:
     """The complete, self-contained HTML page for *report* (which must carry graph snapshots)."""
-    from .api import CheckReport
+    from mobile_ep.pipeline import CheckReport
 
     data = report_data(report)
     model_name = os.path.basename(str(report.model)) or str(report.model)
@@ -657,7 +657,7 @@ def render(report: CheckReport | ConvertReport, *, title: str | None = None) -> 
 
 def write_html(report: CheckReport | ConvertReport, path: str | os.PathLike) -> pathlib.Path:
     """Write the HTML report for *report* to *path*, atomically."""
-    from .ir import atomic_path
+    from mobile_ep.model_io import atomic_path
 
     target = pathlib.Path(path)
     text = render(report)
