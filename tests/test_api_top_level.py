@@ -13,22 +13,23 @@ from test_html import split_model
 import mobile_ep
 from mepkit import has_backend
 from mobile_ep import pipeline as api
-from mobile_ep import toplevel
 from mobile_ep.errors import ModelError, UsageError
+from mobile_ep.options import Options
 from mobile_ep.reports import explain as explanation
+from mobile_ep.reports import model as reports
 from mobile_ep.samples import write_sample
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_the_functions_are_exported_and_lazy():
-    assert mobile_ep.check is toplevel.check and mobile_ep.convert is toplevel.convert
-    assert mobile_ep.explain is toplevel.explain
-    for name in ("check", "convert", "explain"):
+    assert mobile_ep.check is api.check and mobile_ep.convert is api.convert
+    assert mobile_ep.explain is explanation.explain
+    for name in ("check", "convert", "explain", "Options"):
         assert name in mobile_ep.__all__
-    assert inspect.signature(mobile_ep.check).return_annotation == "CheckReport"
-    assert inspect.signature(mobile_ep.convert).return_annotation == "ConvertReport"
-    assert inspect.signature(mobile_ep.explain).return_annotation == "ExplainReport"
+    assert inspect.signature(mobile_ep.check).return_annotation.endswith("CheckReport")
+    assert inspect.signature(mobile_ep.convert).return_annotation.endswith("ConvertReport")
+    assert inspect.signature(mobile_ep.explain).return_annotation.endswith("ExplainReport")
 
 
 def test_importing_mobile_ep_does_not_import_the_pipeline():
@@ -40,24 +41,27 @@ def test_importing_mobile_ep_does_not_import_the_pipeline():
 
 
 def test_cli_options_have_python_counterparts():
-    """Every check/convert option of the command has a keyword (or is a CLI-only matter)."""
+    """Every check/convert option of the command has a keyword (or is a CLI-only matter): the function's own
+    or one of Options.build, which both take."""
     from mobile_ep.cli.main import check, convert
 
     cli_only = {"as_json", "jobs", "html_path", "models", "option_values", "eps", "shapes", "dims", "ep", "compile_"}
+    built = set(inspect.signature(Options.build).parameters)
     for command, function in ((check, mobile_ep.check), (convert, mobile_ep.convert)):
-        keywords = set(inspect.signature(function).parameters)
+        keywords = set(inspect.signature(function).parameters) | built
         for param in command.params:
             if param.name not in cli_only:
                 assert param.name in keywords, f"{command.name} --{param.name} has no keyword in mobile_ep.{command.name}"
-    assert {"ep", "options", "shape", "dim", "html"} <= set(inspect.signature(mobile_ep.check).parameters)
+    assert {"ep", "html"} <= set(inspect.signature(mobile_ep.check).parameters)
+    assert {"options", "shape", "dim", "strict"} <= built
     assert {"compile", "verify", "seed", "output"} <= set(inspect.signature(mobile_ep.convert).parameters)
 
 
 def test_check_returns_the_typed_report(tmp_path, plugins):
     path = split_model(tmp_path, blocks=2)
     report = mobile_ep.check(path, ep="toy", plugins=plugins)
-    assert isinstance(report, api.CheckReport)
-    assert isinstance(report.backends["toy"], api.BackendReport)
+    assert isinstance(report, reports.CheckReport)
+    assert isinstance(report.backends["toy"], reports.BackendReport)
     assert report.backends["toy"].graph is None  # only recorded for the HTML report
     same = api.check(path, ["toy"], plugins=plugins)
     assert report.as_dict().keys() == same.as_dict().keys()
@@ -73,12 +77,25 @@ def test_html_keyword_writes_the_report(tmp_path, plugins):
 
 @pytest.mark.parametrize("options", [{"toy.x": 1}, {"toy": {"x": True}}, {"x": "1"}])
 def test_option_forms(options):
-    assert toplevel._options(options, ["toy"]) in ({"toy": {"x": "1"}}, {"toy": {"x": "true"}})
+    assert Options.build("toy", options=options).backend_options in ({"toy": {"x": "1"}}, {"toy": {"x": "true"}})
+
+
+def test_cli_option_strings_are_parsed_the_same():
+    assert Options.build("nnapi", options=["api_level=29"]) == Options.build("nnapi", options={"api_level": 29})
+    assert Options.build("a,b", options=("a.k=v",)).backend_options == {"a": {"k": "v"}}
+    with pytest.raises(UsageError, match="expected BACKEND.KEY=VALUE"):
+        Options.build("a", options=["nonsense"])
+
+
+def test_an_options_object_is_taken_as_it_is(tmp_path, plugins):
+    built = Options.build(shape="x=1,3,8,8", legalize=False)
+    assert Options.build(options=built) is built
+    assert Options.build("toy", options=built).backends == ("toy",)
 
 
 def test_unqualified_option_needs_one_backend():
     with pytest.raises(UsageError, match="name the backend"):
-        toplevel._options({"api_level": 29}, ["nnapi", "coreml"])
+        Options.build(["nnapi", "coreml"], options={"api_level": 29})
 
 
 @pytest.mark.parametrize("shape, expected", [
@@ -88,14 +105,16 @@ def test_unqualified_option_needs_one_backend():
     (["x=1x3x8x8", "y=2"], {"x": (1, 3, 8, 8), "y": (2,)}),
 ])
 def test_shape_forms(shape, expected):
-    assert dict(toplevel._pipeline(shape, None, None, None, True, True).shapes) == expected
+    assert dict(Options.build(shape=shape).shapes) == expected
 
 
 def test_dim_forms_and_bad_values():
-    assert toplevel._pipeline(None, {"batch": 1}, None, None, True, True).dims == {"batch": 1}
-    assert toplevel._pipeline(None, "batch=2", None, None, True, True).dims == {"batch": 2}
+    assert Options.build(dim={"batch": 1}).dims == {"batch": 1}
+    assert Options.build(dim="batch=2").dims == {"batch": 2}
     with pytest.raises(UsageError):
-        toplevel._pipeline({"x": [0, 3]}, None, None, None, True, True)
+        Options.build(shape={"x": [0, 3]})
+    with pytest.raises(UsageError):
+        Options.build(dim="batch=0")
 
 
 def test_errors_are_the_commands_errors(tmp_path, plugins):
@@ -109,7 +128,7 @@ def test_errors_are_the_commands_errors(tmp_path, plugins):
 def test_convert_and_explain(tmp_path, plugins):
     path = split_model(tmp_path, blocks=1)
     converted = mobile_ep.convert(path, "toy", tmp_path / "out", plugins=plugins, html=tmp_path / "c.html")
-    assert isinstance(converted, api.ConvertReport) and all(v.ok for v in converted.verification)
+    assert isinstance(converted, reports.ConvertReport) and all(v.ok for v in converted.verification)
     assert (tmp_path / "c.html").exists()
     why = mobile_ep.explain(path, "erf0", ep="toy", plugins=plugins)
     assert isinstance(why, explanation.ExplainReport)
@@ -117,7 +136,7 @@ def test_convert_and_explain(tmp_path, plugins):
 
 
 def _readme_example() -> str:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "usage.md").read_text()  # the Python API section moved from README.md
     section = readme.split("\n## Python API\n", 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
@@ -126,7 +145,7 @@ def _readme_example() -> str:
 def test_the_readme_example_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     write_sample(tmp_path)
-    exec(compile(_readme_example(), "README.md", "exec"), {"__name__": "readme_example"})
+    exec(compile(_readme_example(), "docs/usage.md", "exec"), {"__name__": "readme_example"})
     out = capsys.readouterr().out
     assert "nnapi: " in out and "coreml: " in out and "wrote out/mobilenet_sample.nnapi.ort" in out
     assert (tmp_path / "report.html").exists()

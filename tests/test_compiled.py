@@ -20,6 +20,7 @@ from mobile_ep import runtime
 from mobile_ep.cli.main import main
 from mobile_ep.contract.compile import CompiledPartition, TensorSpec, lower_units, runtime_inputs
 from mobile_ep.contract.plugins import make_plugins
+from mobile_ep.options import Options
 from mobile_ep.passes import to_epcontext as compiled
 
 _NUMPY = {"Relu": lambda a: np.maximum(a, 0), "Sigmoid": lambda a: 1 / (1 + np.exp(-a)),
@@ -218,7 +219,7 @@ def test_convert_compile_writes_and_verifies_everything(tmp_path):
     plugins.register(ToyPlugin(ToyCompiler()), name="toycc-plugin")
     source = _model(tmp_path / "m.onnx")
     report = api.convert(source, "toycc", tmp_path / "out", plugins=plugins, compile=True,
-                         pipeline=api.PipelineOptions(cost_model=False))
+                         options=Options(cost_model=False))
     out = tmp_path / "out"
     assert pathlib.Path(report.outputs["compiled"]) == out / "m.toycc.compiled.onnx"
     assert (out / "adapter" / "toy_runtime.c").read_bytes() == b"/* runs toy/1 payloads */\n"

@@ -15,6 +15,7 @@ from mepkit import ToyPlugin, has_backend, make_model, tensor
 from mobile_ep.cli.main import main
 from mobile_ep.contract.plugins import make_plugins
 from mobile_ep.errors import EXIT_USAGE, UsageError
+from mobile_ep.options import Options
 from mobile_ep.reports.explain import explain
 
 
@@ -134,7 +135,7 @@ def test_fixing_a_dynamic_shape_is_tried(tmp_path, level_plugins):
     assert shape.change == "--shape x=1,4 (a guess: give your real sizes)"
     assert shape.runs_on == "level"
     given = explain(path, "sigmoid1", ["level"], plugins=level_plugins,
-                    pipeline=mobile_ep.pipeline.PipelineOptions(dims={"N": 8}))
+                    options=Options(dims={"N": 8}))
     shape = next(a for a in given.backends[0].alternatives if a.kind == "shape")
     assert shape.change == "--dim N=8" and shape.runs_on == "level"
 

@@ -8,6 +8,7 @@ from onnx import TensorProto, helper
 from mepkit import OtherBackend, ToyBackend, const, make_model, tensor
 from mobile_ep import Support
 from mobile_ep.partitioning.propose import graph_index, propose, verdict
+from mobile_ep.passes.load import load_for_analysis
 from mobile_ep.testing import as_model
 
 
@@ -228,13 +229,12 @@ def test_the_first_backends_own_proposal_is_its_part_of_the_joint_one(tmp_path):
     (partitions, rejections, placements and their reasons, answers), on a graph where both backends want the
     same nodes and on light models."""
     from mepkit import LIGHT_MODELS
-    from mobile_ep import pipeline as api
 
     toy, other = ToyBackend(), OtherBackend()
     models = [as_model(chain_with_gap())]
     for path in LIGHT_MODELS[:3]:
         (tmp_path / path.stem).mkdir()
-        models.append(api.load_for_analysis(path, tmp_path / path.stem))
+        models.append(load_for_analysis(path, tmp_path / path.stem))
     for model in models:
         for order in ((toy, other), (other, toy)):
             alone = propose(model, [order[0]])

@@ -20,6 +20,7 @@ from mobile_ep import model_io as mir
 from mobile_ep import pipeline as api
 from mobile_ep.cli.main import main
 from mobile_ep.contract.plugins import make_plugins
+from mobile_ep.options import Options
 
 INSTALLED = sorted(make_plugins().backends())
 BUILTIN = [name for name in ("nnapi", "coreml") if name in INSTALLED]
@@ -117,7 +118,7 @@ def test_control_flow_stays_on_cpu_and_never_adds_partitions_over_ort_checker(tm
     from onnxruntime.tools.mobile_helpers import usability_checker as uc
 
     model = ocr_like(tmp_path / "ocr_if.onnx", control_flow=True)
-    report = api.check(model, [backend], pipeline=api.PipelineOptions(shapes={"image": (1, 3, 32, 64)}))
+    report = api.check(model, [backend], options=Options(shapes={"image": (1, 3, 32, 64)}))
     after = report.after_convert[backend]
     assert [u.op for u in after.unsupported] == ["If"]
     assert len(after.partitions) == 1
@@ -125,7 +126,7 @@ def test_control_flow_stays_on_cpu_and_never_adds_partitions_over_ort_checker(tm
     # ORT's own checker on the same fixed model (its estimate is by op name only).
     fixed = tmp_path / "fixed.onnx"
     m = mir.load(model)
-    from mobile_ep.passes import FixShapesPass
+    from mobile_ep.passes.fix_shapes import FixShapesPass
 
     FixShapesPass({"image": (1, 3, 32, 64)})(m)
     mir.save(m, fixed)
@@ -177,14 +178,14 @@ def test_shapes_the_model_cannot_take_are_reported(tmp_path):
 def test_dim_fixes_a_shared_name_everywhere(tmp_path):
     model = ocr_like(tmp_path / "ocr.onnx")
     # Every dim is called '?': --dim ?=1 would make the image 1x3x1x1 -- legal but tiny; it must apply.
-    report = api.check(model, [BUILTIN[0]], pipeline=api.PipelineOptions(dims={"?": 4}))
+    report = api.check(model, [BUILTIN[0]], options=Options(dims={"?": 4}))
     assert report.shape_changes == {"image": ["[?,3,?,?]", "[4,3,4,4]"]}
 
 
 @pytest.mark.skipif("nnapi" not in INSTALLED, reason="needs the NNAPI backend")
 def test_max_partitions_and_min_nodes_are_explained(tmp_path):
     resnet = next(p for p in LIGHT_MODELS if p.stem == "light_resnet50")
-    report = api.check(resnet, ["nnapi"], pipeline=api.PipelineOptions(legalize=False, max_partitions=2,
+    report = api.check(resnet, ["nnapi"], options=Options(legalize=False, max_partitions=2,
                                                                          min_nodes=7))
     after = report.after_convert["nnapi"]
     estimates = [p.estimate for p in after.partitions]
@@ -205,7 +206,7 @@ def test_cost_model_rejects_a_lone_add_between_copies():
     model = mir.from_proto(proto)
     (node,) = list(model.graph)
     from mepkit import ToyBackend
-    from mobile_ep.contract.rules import RuleContext
+    from mobile_ep.contract import RuleContext
 
     part = Partition("toy", (node,), tuple(node.inputs), tuple(node.outputs))
     cost = partition_cost(part, RuleContext(model, ToyBackend()), CostParams())
@@ -333,7 +334,7 @@ def test_ort_format_failure_on_the_background_thread_reaches_the_caller(tmp_path
     monkeypatch.setattr(export, "write_ort", broken)
     path = ocr_like(tmp_path / "ocr.onnx")
     with pytest.raises(errors.ModelError, match="could not convert .* to ORT format: simulated"):
-        api.convert(path, backend, tmp_path / "out", pipeline=api.PipelineOptions(shapes={None: (1, 3, 32, 32)}))
+        api.convert(path, backend, tmp_path / "out", options=Options(shapes={None: (1, 3, 32, 32)}))
     assert not (tmp_path / "out" / f"ocr.{backend}.ort").exists()
     assert not (tmp_path / "out" / "report.json").exists()
 
@@ -356,30 +357,20 @@ SMALL_LIGHT_MODELS = [LIGHT_DIR / f"light_{name}.onnx" for name in ("squeezenet"
 
 
 @pytest.mark.parametrize("model", SMALL_LIGHT_MODELS, ids=lambda p: p.stem)
-def test_check_after_convert_is_what_each_backend_plans_alone(model, tmp_path, monkeypatch):
-    """check plans the backends whose rewrites leave the analyzed model as it is first, sharing it, and
-    the rewriting ones last (the last in place, no copy): every "after convert" report is the one a plan
-    of that backend alone, on the optimized file read afresh, gives; reports keep the backends' order.
-    Each backend's legalization is asked once whether it has work (not again when its plan comes)."""
-    from mobile_ep.passes.legalize import LegalizePass
-
-    asked: list[str] = []
-    has_work = LegalizePass.has_work
-    monkeypatch.setattr(LegalizePass, "has_work", lambda self, m: (asked.append(self.backend.name), has_work(self, m))[1])
+def test_check_after_convert_is_what_each_backend_gives_alone(model):
+    """Checking several backends at once gives each the "after convert" report it gets alone, in the order the
+    backends were given (one backend's rewrites never leak into another's analysis)."""
     report = api.check(model, BUILTIN)
-    assert sorted(asked) == sorted(BUILTIN)
-    monkeypatch.undo()
     assert list(report.after_convert) == BUILTIN
-    optimized, _ = api._optimized_path(model, tmp_path, None)
-    backends = api.resolve_backends(BUILTIN)
-    for backend in backends:
-        alone = api._plan(optimized, backend, api.PipelineOptions(), False)
-        assert report.after_convert[backend.name].as_dict() == alone.report.as_dict()
+    for name in BUILTIN:
+        alone = api.check(model, [name])
+        assert report.after_convert[name].as_dict() == alone.after_convert[name].as_dict()
+        assert report.backends[name].as_dict() == alone.backends[name].as_dict()
 
 
-def test_check_plans_a_single_rewriting_backend_in_place():
-    """On light_inception_v1 only Core ML rewrites (two nodes): it is planned last, rewriting the analyzed
-    model itself, whatever the order the backends are given in; the reports do not depend on that order."""
+def test_check_reports_do_not_depend_on_the_backends_order():
+    """On light_inception_v1 only Core ML rewrites (two nodes); whatever the order the backends are given in,
+    each backend's reports are the same."""
     if BUILTIN != ["nnapi", "coreml"]:
         pytest.skip("needs both built-in backends")
     path = LIGHT_DIR / "light_inception_v1.onnx"

@@ -11,8 +11,9 @@ from onnx import TensorProto, helper
 from mepkit import const, make_model, tensor
 from mobile_ep import RuleRegistry, Support
 from mobile_ep import model_io as mir
-from mobile_ep.contract.rules import Backend, OpRule
-from mobile_ep.passes import LegalizePass, rewrites
+from mobile_ep.contract import Backend, OpRule
+from mobile_ep.passes import rewrites
+from mobile_ep.passes.legalize import LegalizePass
 
 EDGE = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -3.0, 3.0, 6.0, 1e30, -1e30, np.inf, -np.inf, np.nan, 1e-30],
                 dtype=np.float32)

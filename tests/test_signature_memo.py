@@ -27,6 +27,9 @@ from mobile_ep.partitioning.propose import propose
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import graphs  # noqa: E402
 
+from mobile_ep.options import Options
+from mobile_ep.passes.load import load_for_analysis
+
 OPTION_SETS = {
     "nnapi": [{}, {"api_level": "27"}, {"use_nchw": "true", "api_level": "29"}, {"compile_ops": "extended"}],
     "coreml": [{}, {"model_format": "NeuralNetwork"}, {"require_static_input_shapes": "true"}],
@@ -64,7 +67,7 @@ def _compare(models, backends, monkeypatch) -> list:
 
 @pytest.fixture(scope="module")
 def light_models(tmp_path_factory):
-    return [(p.stem, api.load_for_analysis(p, tmp_path_factory.mktemp(p.stem)))  # weights mapped from there
+    return [(p.stem, load_for_analysis(p, tmp_path_factory.mktemp(p.stem)))  # weights mapped from there
             for p in sorted(LIGHT_DIR.glob("light_*.onnx"))]
 
 
@@ -72,7 +75,7 @@ def light_models(tmp_path_factory):
 def test_signature_memo_changes_no_answer(name, light_models, monkeypatch):
     pytest.importorskip(f"mobile_ep_{name}")
     for options in OPTION_SETS[name]:
-        (backend,) = api.resolve_backends([name], {name: options})
+        (backend,) = api.resolve_backends(Options.build([name], options={name: options}))
         assert all(rule.signature_memo for _, _, rule in backend.rules)
         cases = testing.candidate_cases(backend)
         models = [(case.name + suffix, testing._load_case(case, constant)) for case in cases
@@ -86,7 +89,7 @@ def test_signature_memo_changes_no_answer(name, light_models, monkeypatch):
 
 
 def test_signature_memo_changes_no_answer_with_both_backends(light_models, monkeypatch):
-    backends = api.resolve_backends(None)
+    backends = api.resolve_backends(Options())
     if len(backends) < 2:
         pytest.skip("needs two backends")
     _compare(light_models + [("qdq_chain 700", graphs.qdq_chain(700))], backends, monkeypatch)
@@ -194,9 +197,9 @@ def test_reads_beyond_the_signature_must_go_through_the_context(monkeypatch):
 
 
 def test_signatures_tell_apart_what_rules_read():
-    from mobile_ep.contract.rules import _ProposalContext
+    from mobile_ep.partitioning.context import ProposalContext
 
-    (backend,) = api.resolve_backends(["nnapi"]) if _has("nnapi") else [_Toy()]
+    (backend,) = api.resolve_backends(Options.build(["nnapi"])) if _has("nnapi") else [_Toy()]
     w = ir.Value(name="w", shape=ir.Shape([2, 2]), type=ir.TensorType(ir.DataType.FLOAT),
                  const_value=ir.tensor(np.ones((2, 2), np.float32)))
     a = ir.Value(name="a", shape=ir.Shape(["N", 2]), type=ir.TensorType(ir.DataType.FLOAT))
@@ -210,7 +213,7 @@ def test_signatures_tell_apart_what_rules_read():
              ir.Node("", "Softmax", [a], attributes=[ir.AttrInt64("axis", 1)], name="s3")]
     graph = ir.Graph([a, b, c, v], [n.outputs[0] for n in nodes], nodes=nodes, initializers=[w],
                      opset_imports={"": 17})
-    ctx = _ProposalContext(ir.Model(graph, ir_version=10), backend)
+    ctx = ProposalContext(ir.Model(graph, ir_version=10), backend)
     keys = {n.name: ctx.signature(n) for n in nodes}
     assert keys["s1"] == keys["s3"]  # same op, attributes, input and output facts: one question
     assert keys["s1"] != keys["s2"]  # another attribute value
@@ -286,7 +289,7 @@ def test_no_answers_are_reused_unless_their_reason_names_the_node(monkeypatch):
 
 def _legalized(model: ir.Model, backend) -> tuple[list, list, list, int]:
     """Legalize a copy of *model* for *backend*: what was applied and skipped, the nodes, the rule calls."""
-    from mobile_ep.passes import LegalizePass
+    from mobile_ep.passes.legalize import LegalizePass
 
     calls = []
     supports = backend.supports
@@ -308,11 +311,11 @@ def test_legalization_asks_once_per_signature_and_changes_nothing(light_models, 
 
     models = dict(light_models)
     saved = mir.save(graphs.make("transformer", 1000), tmp_path / "transformer.onnx")
-    transformer = api.load_for_analysis(saved, tmp_path)  # with the shapes check infers (LayerNorm needs them)
+    transformer = load_for_analysis(saved, tmp_path)  # with the shapes check infers (LayerNorm needs them)
     cases = [("transformer 1000", transformer), ("light_resnet50", models["light_resnet50"]),
              ("light_shufflenet", models["light_shufflenet"])]
     rewrote = 0
-    for backend in api.resolve_backends(None):
+    for backend in api.resolve_backends(Options()):
         for name, model in cases:
             memo = _legalized(model, backend)
             with monkeypatch.context() as patch:

@@ -1,54 +1,51 @@
 """mobile-ep: get ONNX models onto mobile accelerators (Android NNAPI, Apple Core ML) through backends.
 
 The public API for users (``check``, ``convert`` and ``explain`` mirror the command line and return
-typed reports; the pipeline behind them is :mod:`mobile_ep.pipeline`) and for backend plugin
-authors: subclass :class:`Backend`, write :class:`OpRule` subclasses answering with :class:`Support`,
-and register the backend from a ``@hookimpl`` function ``mobile_ep_register_backends(register)``.
+typed reports; :mod:`mobile_ep.pipeline` runs them) and for backend plugin authors (everything of
+:mod:`mobile_ep.contract`): subclass :class:`Backend`, write :class:`OpRule` subclasses answering with
+:class:`Support`, and register the backend from a ``@hookimpl`` function
+``mobile_ep_register_backends(register)``.
+
+Names are imported when first used, so ``import mobile_ep`` (and ``mobile-ep --help``) stays quick.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from mobile_ep import _startup
 
-_startup.defer_heavy_imports()  # before onnx_ir, which imports sympy only to have it at hand
-
-from onnx_ir import DataType
-
-from mobile_ep.contract.compile import CompiledPartition, CompileError, TensorSpec
-from mobile_ep.contract.hookspecs import hookimpl
-from mobile_ep.contract.plugins import PluginApiError
-from mobile_ep.contract.rewrite import Builder, Rewrite
-from mobile_ep.contract.rules import (
-    MAX_OPSET,
-    SUPPORTED,
-    Backend,
-    DuplicateRuleError,
-    Layout,
-    NodeUnit,
-    OpRule,
-    PartitionView,
-    RuleContext,
-    RuleRegistry,
-    Support,
-    UnitIO,
-    attr,
-    op_label,
-)
-from mobile_ep.errors import BackendError, MobileEpError, ModelError, UsageError, VerificationError
-from mobile_ep.passes import rewrites
-from mobile_ep.toplevel import check, convert, explain
+_startup.defer_heavy_imports()  # before onnx_ir is imported, which imports sympy only to have it at hand
 
 __version__ = "0.1.0"
 #: Version of the plugin API (hooks, Backend and OpRule contracts).  Bumped on incompatible changes.
 PLUGIN_API_VERSION = 1
 
+_CONTRACT = ("hookimpl", "Rewrite", "Builder", "Backend", "OpRule", "RuleRegistry", "RuleContext", "NodeUnit",
+             "UnitIO", "PartitionView", "Support", "SUPPORTED", "DuplicateRuleError", "Layout", "MAX_OPSET",
+             "attr", "op_label", "PluginApiError", "CompiledPartition", "TensorSpec", "CompileError")
+_ERRORS = ("MobileEpError", "ModelError", "UsageError", "BackendError", "VerificationError")
+#: Where each public name lives.
+_WHERE: dict[str, str] = {
+    "check": "mobile_ep.pipeline",
+    "convert": "mobile_ep.pipeline",
+    "explain": "mobile_ep.reports.explain",
+    "Options": "mobile_ep.options",
+    "DataType": "onnx_ir",
+    **{name: "mobile_ep.contract" for name in _CONTRACT},
+    **{name: "mobile_ep.errors" for name in _ERRORS},
+}
+
 __all__ = [
     "__version__",
-    # the command line, from Python (mobile_ep.toplevel)
+    "PLUGIN_API_VERSION",
+    # the command line, from Python
     "check",
     "convert",
     "explain",
-    "PLUGIN_API_VERSION",
+    "Options",
+    # the plugin contract (mobile_ep.contract)
     "hookimpl",
     "Rewrite",
     "Builder",
@@ -68,13 +65,61 @@ __all__ = [
     "DataType",
     "attr",
     "op_label",
+    "PluginApiError",
+    "CompiledPartition",
+    "TensorSpec",
+    "CompileError",
+    # errors (mobile_ep.errors)
     "MobileEpError",
     "ModelError",
     "UsageError",
     "BackendError",
     "VerificationError",
-    "PluginApiError",
-    "CompiledPartition",
-    "TensorSpec",
-    "CompileError",
 ]
+
+if TYPE_CHECKING:
+    from onnx_ir import DataType
+
+    from mobile_ep.contract import (
+        MAX_OPSET,
+        SUPPORTED,
+        Backend,
+        Builder,
+        CompiledPartition,
+        CompileError,
+        DuplicateRuleError,
+        Layout,
+        NodeUnit,
+        OpRule,
+        PartitionView,
+        PluginApiError,
+        Rewrite,
+        RuleContext,
+        RuleRegistry,
+        Support,
+        TensorSpec,
+        UnitIO,
+        attr,
+        hookimpl,
+        op_label,
+    )
+    from mobile_ep.errors import BackendError, MobileEpError, ModelError, UsageError, VerificationError
+    from mobile_ep.options import Options
+    from mobile_ep.passes import rewrites
+    from mobile_ep.pipeline import check, convert
+    from mobile_ep.reports.explain import explain
+
+
+def __getattr__(name: str) -> Any:
+    if name == "rewrites":
+        value: Any = importlib.import_module("mobile_ep.passes.rewrites")
+    elif name in _WHERE:
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+    else:
+        raise AttributeError(f"module 'mobile_ep' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

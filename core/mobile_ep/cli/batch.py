@@ -22,7 +22,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 
-from mobile_ep.cli import progress
+from mobile_ep import progress
 from mobile_ep.errors import EXIT_FAILURE, MobileEpError, ModelError
 
 __all__ = [

@@ -7,16 +7,18 @@ import pathlib
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import click
 
 from mobile_ep import __version__
-from mobile_ep import pipeline as api
-from mobile_ep.cli import batch
-from mobile_ep.contract.plugins import DISABLE_ENV, Plugins, make_plugins
 from mobile_ep.errors import EXIT_BACKEND, EXIT_FAILURE, MobileEpError, UsageError
-from mobile_ep.reports import nodegraph
-from mobile_ep.reports import text as report
+from mobile_ep.options import Options
+
+if TYPE_CHECKING:  # (the command imports the pipeline, onnx and the plugins only when a subcommand runs)
+    from mobile_ep.cli import batch
+    from mobile_ep.contract.plugins import Plugins
+    from mobile_ep.reports.model import CheckReport, ConvertReport
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -42,6 +44,8 @@ class _State:
     @property
     def plugins(self) -> Plugins:
         if self._plugins is None:
+            from mobile_ep.contract.plugins import make_plugins
+
             self._plugins = make_plugins()
             self._plugins.backends()  # a plugin failing to register its backends is broken too
             for error in self._plugins.errors:
@@ -53,29 +57,6 @@ class _State:
 
 class _PluginFailure(MobileEpError):
     exit_code = EXIT_BACKEND
-
-
-def _parse_eps(value: str | None) -> list[str]:
-    if not value:
-        return []
-    return [name.strip() for name in value.split(",") if name.strip()]
-
-
-def _parse_options(values: Sequence[str], eps: Sequence[str]) -> dict[str, dict[str, str]]:
-    """``-O nnapi.api_level=29`` (or ``-O api_level=29`` when a single backend is selected)."""
-    result: dict[str, dict[str, str]] = {}
-    for item in values:
-        if "=" not in item:
-            raise UsageError(f"--option {item!r}: expected BACKEND.KEY=VALUE")
-        key, value = item.split("=", 1)
-        if "." in key:
-            backend, key = key.split(".", 1)
-        elif len(eps) == 1:
-            backend = eps[0]
-        else:
-            raise UsageError(f"--option {item!r}: name the backend, e.g. nnapi.{key}={value}")
-        result.setdefault(backend.strip(), {})[key.strip()] = value
-    return result
 
 
 class _Group(click.Group):
@@ -135,7 +116,11 @@ def main(ctx: click.Context, debug: bool, verbose: int, quiet: bool, strict: boo
     Progress bars are drawn on stderr when it is a terminal (never with --quiet).
     """
     # An embedding application may pass its own plugin manager as the context object.
-    given = ctx.obj if isinstance(ctx.obj, Plugins) else None
+    given = None
+    if ctx.obj is not None:
+        from mobile_ep.contract.plugins import Plugins
+
+        given = ctx.obj if isinstance(ctx.obj, Plugins) else None
     ctx.obj = _State(debug, verbose, quiet, strict)
     ctx.obj._plugins = given
     level = logging.DEBUG if verbose >= 2 else logging.WARNING
@@ -168,18 +153,12 @@ def _pipeline_options(f):
     return f
 
 
-def _pipeline(shapes: tuple[str, ...], dims: tuple[str, ...], max_partitions: int | None, min_nodes: int | None,
-              legalize: bool, cost_model: bool) -> api.PipelineOptions:
-    from mobile_ep.passes import parse_dim, parse_shape
-
-    parsed_shapes: dict[str | None, tuple[int, ...]] = {}
-    for text in shapes:
-        name, value = parse_shape(text)
-        if name in parsed_shapes:
-            raise UsageError(f"--shape {name or '(the input)'} given twice")
-        parsed_shapes[name] = value
-    parsed_dims = dict(parse_dim(text) for text in dims)
-    return api.PipelineOptions(parsed_shapes, parsed_dims, legalize, cost_model, max_partitions, min_nodes)
+def _options(state: _State, eps: str | None, option_values: Sequence[str], shapes: Sequence[str] = (),
+             dims: Sequence[str] = (), max_partitions: int | None = None, min_nodes: int | None = None,
+             legalize: bool = True, cost_model: bool = True) -> Options:
+    """The command line's values as the one :class:`~mobile_ep.options.Options` object."""
+    return Options.build(eps, options=option_values, shape=shapes, dim=dims, max_partitions=max_partitions,
+                         min_nodes=min_nodes, legalize=legalize, cost_model=cost_model, strict=state.strict)
 
 
 def _sample(directory: pathlib.Path, state: _State) -> pathlib.Path:
@@ -193,7 +172,7 @@ def _sample(directory: pathlib.Path, state: _State) -> pathlib.Path:
 
 def _progress(state: _State, plan: Sequence[str] = ()):
     """Progress bars on stderr while the command runs: only on a terminal, never with --quiet."""
-    from mobile_ep.cli import progress
+    from mobile_ep import progress
 
     reporter = progress.TerminalProgress(plan=plan) if progress.wants_progress(quiet=state.quiet) else None
     return progress.reporting(reporter)
@@ -232,7 +211,7 @@ def _report_options(f):
     return f
 
 
-def _write_html(state: _State, result: api.CheckReport | api.ConvertReport, path: pathlib.Path) -> None:
+def _write_html(state: _State, result: CheckReport | ConvertReport, path: pathlib.Path) -> None:
     from mobile_ep.reports import html
 
     written = html.write_html(result, path)
@@ -240,9 +219,11 @@ def _write_html(state: _State, result: api.CheckReport | api.ConvertReport, path
         click.echo(f"wrote {written}", err=True)
 
 
-def _show(state: _State, result: api.CheckReport | api.ConvertReport, html_path: pathlib.Path | None,
+def _show(state: _State, result: CheckReport | ConvertReport, html_path: pathlib.Path | None,
           as_json: bool, text: Callable[..., str]) -> None:
     """One model's report: the HTML file if asked for, then JSON or *text* on stdout."""
+    from mobile_ep.reports import text as report
+
     if html_path is not None:
         _write_html(state, result, html_path)
     if as_json:
@@ -265,7 +246,8 @@ def _run_batch(state: _State, paths: Sequence[pathlib.Path], work, jobs: int) ->
     """Run *work* on each model; errors and (-v) reports are printed as they come, the table at the end."""
     import os
 
-    from mobile_ep.cli import progress
+    from mobile_ep import progress
+    from mobile_ep.cli import batch
 
     state.plugins  # noqa: B018 -- load (and warn about) plugins once, before any job starts
     jobs = jobs or os.cpu_count() or 1
@@ -284,11 +266,12 @@ def _run_batch(state: _State, paths: Sequence[pathlib.Path], work, jobs: int) ->
 
 
 def _many(state: _State, arguments: Sequence[pathlib.Path], kind: str, as_json: bool,
-          html_path: pathlib.Path | None, jobs: int, run: Callable[[pathlib.Path, str, Plugins], api.CheckReport | api.ConvertReport],
+          html_path: pathlib.Path | None, jobs: int, run: Callable[[pathlib.Path, str, Plugins], CheckReport | ConvertReport],
           text: Callable[..., str], row: Callable[..., dict]) -> None:
     """check or convert several models: *run* (a model, its unique stem, the plugins) gives each report,
     *text* and *row* describe it for -v and the summary table."""
-    from mobile_ep.reports import html
+    from mobile_ep.cli import batch
+    from mobile_ep.reports import html, nodegraph
 
     paths = batch.expand_models(arguments)
     stems = batch.unique_stems(paths)
@@ -310,6 +293,8 @@ def _many(state: _State, arguments: Sequence[pathlib.Path], kind: str, as_json: 
 def _finish_batch(state: _State, results: Sequence[batch.ModelResult], kind: str, as_json: bool,
                   html_dir: pathlib.Path | None) -> None:
     import json
+
+    from mobile_ep.cli import batch
 
     if html_dir is not None:
         from mobile_ep.reports import html
@@ -370,26 +355,30 @@ def check(state: _State, models: tuple[pathlib.Path, ...], eps: str | None, opti
       mobile-ep check models/ --ep nnapi --jobs 4 --html reports/
       mobile-ep -v check 'zoo/**/*.onnx' --ep coreml      (every report, then the table)
     """
-    names = _parse_eps(eps)
-    options = _parse_options(option_values, names)
-    pipeline = _pipeline(shapes, dims, max_partitions, min_nodes, legalize, cost_model)
+    from mobile_ep import pipeline as api
+    from mobile_ep.cli import batch
+    from mobile_ep.reports import nodegraph
+    from mobile_ep.reports import text as report
+
+    options = _options(state, eps, option_values, shapes, dims, max_partitions, min_nodes, legalize, cost_model)
     if batch.is_batch(models):
-        _check_many(state, models, names, options, pipeline, as_json, html_path, jobs)
+        _check_many(state, models, options, as_json, html_path, jobs)
         return
     with tempfile.TemporaryDirectory(prefix="mobile-ep-sample-") as tmp:
         path = models[0] if models else _sample(pathlib.Path(tmp), state)
         with _progress(state, ["load", "partition", "after_convert"]), nodegraph.recording(html_path is not None):
-            result = api.check(path, names or None, options=options, plugins=state.plugins, strict=state.strict,
-                               pipeline=pipeline)
+            result = api.check(path, options=options, plugins=state.plugins)
     _show(state, result, html_path, as_json, report.check_text)
 
 
-def _check_many(state: _State, arguments: Sequence[pathlib.Path], names: list[str],
-                options: dict[str, dict[str, str]], pipeline: api.PipelineOptions, as_json: bool,
+def _check_many(state: _State, arguments: Sequence[pathlib.Path], options: Options, as_json: bool,
                 html_path: pathlib.Path | None, jobs: int) -> None:
-    def run(path: pathlib.Path, stem: str, plugins: Plugins) -> api.CheckReport:
-        return api.check(path, names or None, options=options, plugins=plugins, strict=state.strict,
-                         pipeline=pipeline)
+    from mobile_ep import pipeline as api
+    from mobile_ep.cli import batch
+    from mobile_ep.reports import text as report
+
+    def run(path: pathlib.Path, stem: str, plugins: Plugins) -> CheckReport:
+        return api.check(path, options=options, plugins=plugins)
 
     _many(state, arguments, "check", as_json, html_path, jobs, run, report.check_text, batch.check_row)
 
@@ -443,27 +432,34 @@ def convert(state: _State, models: tuple[pathlib.Path, ...], ep: str, output: pa
       mobile-ep convert model.onnx --ep nnapi --html out/report.html
       mobile-ep convert models/ --ep coreml -o out/ --jobs 2
     """
-    names = [ep]
-    options = _parse_options(option_values, names)
-    pipeline = _pipeline(shapes, dims, max_partitions, min_nodes, legalize, cost_model)
+    from mobile_ep import pipeline as api
+    from mobile_ep.cli import batch
+    from mobile_ep.reports import nodegraph
+    from mobile_ep.reports import text as report
+
+    options = _options(state, ep, option_values, shapes, dims, max_partitions, min_nodes, legalize, cost_model)
     if batch.is_batch(models):
-        _convert_many(state, models, ep, output, options, pipeline, verify, seed, compile_, as_json, html_path, jobs)
+        _convert_many(state, models, output, options, verify, seed, compile_, as_json, html_path, jobs)
         return
     path = models[0] if models else _sample(output, state)
     plan = ["load", "partition", "export_onnx", "export_ort"] + (["compile"] if compile_ else []) \
         + (["verify"] if verify else [])
     with _progress(state, plan), nodegraph.recording(html_path is not None):
         result = api.convert(path, ep, output, options=options, plugins=state.plugins, verify=verify, seed=seed,
-                             strict=state.strict, pipeline=pipeline, compile=compile_)
+                             compile=compile_)
     _show(state, result, html_path, as_json, report.convert_text)
 
 
-def _convert_many(state: _State, arguments: Sequence[pathlib.Path], ep: str, output: pathlib.Path,
-                  options: dict[str, dict[str, str]], pipeline: api.PipelineOptions, verify: bool, seed: int,
-                  compile_: bool, as_json: bool, html_path: pathlib.Path | None, jobs: int) -> None:
-    def run(path: pathlib.Path, stem: str, plugins: Plugins) -> api.ConvertReport:
-        return api.convert(path, ep, output / stem, options=options, plugins=plugins, verify=verify, seed=seed,
-                           strict=state.strict, pipeline=pipeline, compile=compile_)
+def _convert_many(state: _State, arguments: Sequence[pathlib.Path], output: pathlib.Path, options: Options,
+                  verify: bool, seed: int, compile_: bool, as_json: bool, html_path: pathlib.Path | None,
+                  jobs: int) -> None:
+    from mobile_ep import pipeline as api
+    from mobile_ep.cli import batch
+    from mobile_ep.reports import text as report
+
+    def run(path: pathlib.Path, stem: str, plugins: Plugins) -> ConvertReport:
+        return api.convert(path, options.backends[0], output / stem, options=options, plugins=plugins,
+                           verify=verify, seed=seed, compile=compile_)
 
     _many(state, arguments, "convert", as_json, html_path, jobs, run, report.convert_text, batch.convert_row)
 
@@ -499,12 +495,9 @@ def explain(state: _State, model: pathlib.Path, node: str, eps: str | None, opti
 
     from mobile_ep.reports import explain as explaining
 
-    names = _parse_eps(eps)
-    options = _parse_options(option_values, names)
-    pipeline = _pipeline(shapes, dims, max_partitions, min_nodes, legalize, cost_model)
+    options = _options(state, eps, option_values, shapes, dims, max_partitions, min_nodes, legalize, cost_model)
     with _progress(state, ["load", "partition", "after_convert"]):
-        result = explaining.explain(model, node, names or None, options=options, plugins=state.plugins,
-                                    strict=state.strict, pipeline=pipeline)
+        result = explaining.explain(model, node, options=options, plugins=state.plugins)
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
     elif not state.quiet:
@@ -526,6 +519,8 @@ def list_(state: _State, verbose: int) -> None:
       mobile-ep list -v                               options and their defaults
       MOBILE_EP_DISABLE_PLUGINS=coreml mobile-ep list  as if Core ML were not installed
     """
+    from mobile_ep.contract.plugins import DISABLE_ENV
+
     plugins = state.plugins
     backends = plugins.backends()
     if not backends:
@@ -545,6 +540,8 @@ def list_(state: _State, verbose: int) -> None:
 def _env_blocked() -> bool:
     import os
 
+    from mobile_ep.contract.plugins import DISABLE_ENV
+
     return bool(os.environ.get(DISABLE_ENV, "").strip())
 
 
@@ -563,8 +560,10 @@ def ops(state: _State, eps: str | None, option_values: tuple[str, ...], fmt: str
       mobile-ep ops --ep coreml -O coreml.model_format=NeuralNetwork
       mobile-ep ops --format md > docs/ops.md
     """
-    names = _parse_eps(eps)
-    backends = api.resolve_backends(names or None, _parse_options(option_values, names), state.plugins)
+    from mobile_ep import pipeline as api
+    from mobile_ep.reports import text as report
+
+    backends = api.resolve_backends(_options(state, eps, option_values), state.plugins)
     click.echo(report.ops_markdown(backends) if fmt == "md" else report.ops_text(backends), nl=False)
 
 
@@ -591,11 +590,11 @@ def conformance(state: _State, eps: str | None, option_values: tuple[str, ...], 
     """
     import json
 
+    from mobile_ep import pipeline as api
     from mobile_ep import testing
     from mobile_ep.errors import VerificationError
 
-    names = _parse_eps(eps)
-    backends = api.resolve_backends(names or None, _parse_options(option_values, names), state.plugins)
+    backends = api.resolve_backends(_options(state, eps, option_values), state.plugins)
     with _progress(state):
         results = [_conformance(testing, backend, models) for backend in backends]
     if as_json:
@@ -611,7 +610,7 @@ def conformance(state: _State, eps: str | None, option_values: tuple[str, ...], 
 
 def _conformance(testing, backend, models: Sequence[pathlib.Path]):
     """``testing.run_conformance``, case by case when a progress bar follows it."""
-    from mobile_ep.cli import progress
+    from mobile_ep import progress
 
     if not progress.active():
         return testing.run_conformance(backend, models=models)

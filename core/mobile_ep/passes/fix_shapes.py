@@ -15,36 +15,7 @@ import onnx_ir as ir
 from mobile_ep import model_io as mir
 from mobile_ep.errors import UsageError
 
-__all__ = ["FixShapesPass", "parse_shape", "parse_dim"]
-
-
-def parse_shape(text: str) -> tuple[str | None, tuple[int, ...]]:
-    """``x=1,3,224,224`` -> ("x", (1, 3, 224, 224)); ``1,3,224,224`` -> (None, ...) for the only input."""
-    name, _, dims = text.rpartition("=")
-    try:
-        separator = "," if "," in dims or "x" not in dims else "x"  # 1,3,224,224 or 1x3x224x224
-        values = tuple(int(d) for d in dims.split(separator) if d.strip())
-    except ValueError:
-        raise UsageError(f"--shape {text!r}: expected NAME=D1,D2,... with integer dims") from None
-    if not values and dims.strip() not in ("", "[]"):
-        raise UsageError(f"--shape {text!r}: expected NAME=D1,D2,...")
-    if any(v <= 0 for v in values):
-        raise UsageError(f"--shape {text!r}: dims must be positive")
-    return (name or None), values
-
-
-def parse_dim(text: str) -> tuple[str, int]:
-    """``batch=1`` -> ("batch", 1)."""
-    name, sep, value = text.rpartition("=")
-    if not sep or not name:
-        raise UsageError(f"--dim {text!r}: expected PARAM=VALUE")
-    try:
-        number = int(value)
-    except ValueError:
-        raise UsageError(f"--dim {text!r}: the value must be an integer") from None
-    if number <= 0:
-        raise UsageError(f"--dim {text!r}: the value must be positive")
-    return name, number
+__all__ = ["FixShapesPass"]
 
 
 def _fmt(shape: ir.Shape | None) -> str:

@@ -55,8 +55,8 @@ from typing import Any
 import onnx_ir as ir
 
 from mobile_ep import model_io as mir
+from mobile_ep.contract import Backend, RuleContext, op_label
 from mobile_ep.contract.compile import CompiledPartition, CompileError, is_compiling, partition_view
-from mobile_ep.contract.rules import Backend, RuleContext, op_label
 from mobile_ep.errors import BackendError, UsageError
 from mobile_ep.partitioning.units import build_node_units
 
@@ -68,6 +68,7 @@ __all__ = [
     "CompileResult",
     "compile_partitions",
     "compile_model",
+    "compile_into",
     "compiled_path",
     "is_context_node",
     "payload_of",
@@ -318,20 +319,37 @@ def compile_model(source: str | os.PathLike, backend: Backend, target: str | os.
     The model is seen as an ONNX Runtime session sees it (basic optimizations), partitioned with ORT's
     algorithm; the partitions the cost model keeps (with ``max_partitions``/``min_nodes``) are compiled.
     """
-    from mobile_ep.partitioning.cost import select_partitions
-    from mobile_ep.partitioning.propose import propose
-    from mobile_ep.pipeline import isolate_faults
+    from mobile_ep.options import Options
+    from mobile_ep.passes.partition import PartitionPass
 
     work = pathlib.Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     model = mir.load(mir.ort_optimized(source, work), check=False)
-    proposal = propose(model, [backend], on_error=isolate_faults(strict))
-    partitions = proposal.per_backend[backend.name].partitions
-    costs = select_partitions(partitions, RuleContext(model, backend), backend.cost_params(), use_cost=use_cost,
-                              max_partitions=max_partitions, min_nodes=min_nodes)
-    kept = [p.nodes for p, cost in zip(partitions, costs, strict=True) if cost.kept]
+    partition = PartitionPass(backend, Options(cost_model=use_cost, max_partitions=max_partitions,
+                                               min_nodes=min_nodes, strict=strict))
+    partition(model)
+    assert partition.proposal is not None
+    kept = [p.nodes for p, cost in zip(partition.proposal.partitions, partition.costs, strict=True) if cost.kept]
     result = compile_partitions(model, backend, kept, strict=strict)
     result.path = str(save_compiled(model, target))
+    return result
+
+
+def compile_into(paths: dict[str, pathlib.Path], backend: Backend, out_dir: pathlib.Path, workdir: pathlib.Path,
+                 options: Any) -> CompileResult:
+    """``convert --compile``: compile the written ``paths["onnx"]`` into ``<model>.<ep>.compiled.onnx`` (added to
+    *paths* as ``"compiled"``), its app bundle beside it and the runtime adapter's sources in ``adapter/``."""
+    if not is_compiling(backend):
+        raise UsageError(f"backend {backend.name!r} does not compile partitions: --compile needs a backend with "
+                         "compile/emulate/runtime_adapter")
+    onnx_path = paths["onnx"]
+    stem = onnx_path.name[: -len(f".{backend.name}.onnx")]
+    target = out_dir / f"{stem}.{backend.name}.compiled.onnx"
+    result = compile_model(onnx_path, backend, target, workdir, strict=options.strict, use_cost=options.cost_model,
+                           max_partitions=options.max_partitions, min_nodes=options.min_nodes)
+    result.bundle = str(write_bundle(target))
+    result.adapter = str(write_adapter(backend, out_dir / "adapter"))
+    paths["compiled"] = target
     return result
 
 

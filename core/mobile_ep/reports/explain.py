@@ -24,18 +24,22 @@ import pathlib
 import tempfile
 import typing
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import onnx_ir as ir
 
 from mobile_ep import model_io as mir
-from mobile_ep import pipeline as api
+from mobile_ep import pipeline as pipeline_module
+from mobile_ep.contract import Backend, RuleContext, Support, op_label
 from mobile_ep.contract.plugins import Plugins, make_plugins
-from mobile_ep.contract.rules import Backend, RuleContext, Support, op_label
 from mobile_ep.errors import MobileEpError, UsageError
+from mobile_ep.options import Options
 from mobile_ep.partitioning.cost import select_partitions
 from mobile_ep.partitioning.propose import propose
 from mobile_ep.partitioning.units import build_node_units
+from mobile_ep.passes.load import load_for_analysis
+from mobile_ep.passes.partition import isolate_faults
+from mobile_ep.reports.model import BackendReport
 
 __all__ = ["Alternative", "BackendExplanation", "ExplainReport", "explain"]
 
@@ -209,7 +213,7 @@ def _rule(model: ir.Model, backend: Backend, node: ir.Node) -> Support:
 
 
 def _where(model: ir.Model, backends: Sequence[Backend], node: ir.Node, strict: bool) -> _Where:
-    proposal = propose(model, backends, on_error=api.isolate_faults(strict))
+    proposal = propose(model, backends, on_error=isolate_faults(strict))
     placement = proposal.placements[node]
     if placement.backend is None:
         return _Where(None, placement.reason or "unsupported")
@@ -396,7 +400,7 @@ def _shape_text(shapes: Mapping[str | None, Sequence[int]], dims: Mapping[str, i
 
 
 def _shape_alternative(path: pathlib.Path, model: ir.Model, node: ir.Node, backend: Backend,
-                       current: _Where, pipeline: api.PipelineOptions, strict: bool,
+                       current: _Where, pipeline: Options, strict: bool,
                        fixed: dict) -> Alternative | None:
     touches_dynamic = any(_dynamic(v) for v in (*node.inputs, *node.outputs))
     dynamic_inputs = any(_dynamic(v) for v in model.graph.inputs if not v.is_initializer())
@@ -413,7 +417,7 @@ def _shape_alternative(path: pathlib.Path, model: ir.Model, node: ir.Node, backe
         fixed["change"] = change
         try:
             with tempfile.TemporaryDirectory(prefix="mobile-ep-explain-") as work:
-                fixed["model"] = api.load_for_analysis(path, work, api.PipelineOptions(shapes, dims))
+                fixed["model"] = load_for_analysis(path, work, Options(shapes=shapes, dims=dims))
         except MobileEpError as exc:
             fixed["model"] = None
             fixed["error"] = str(exc)
@@ -432,7 +436,7 @@ def _shape_alternative(path: pathlib.Path, model: ir.Model, node: ir.Node, backe
     return Alternative("shape", fixed["change"], where.runs_on, _outcome(where, backend.name))
 
 
-def _convert_alternative(node: ir.Node, backend: str, after: api.BackendReport | None,
+def _convert_alternative(node: ir.Node, backend: str, after: BackendReport | None,
                          claimed_now: bool) -> Alternative | None:
     if after is None:
         return None
@@ -480,34 +484,37 @@ def _backend_alternatives(model: ir.Model, node: ir.Node, me: Backend, others: S
 # explain
 # --------------------------------------------------------------------------------------------------
 def explain(
-    model_path: str | os.PathLike,
+    model: str | os.PathLike,
     node: str,
-    backends: Sequence[str] | None = None,
+    ep: str | Sequence[str] | None = None,
     *,
-    options: Mapping[str, Mapping[str, str]] | None = None,
     plugins: Plugins | None = None,
-    strict: bool = False,
-    pipeline: api.PipelineOptions | None = None,
+    **options: Any,
 ) -> ExplainReport:
-    """Why *node* (a node name, or the name of a value it produces) runs where it does, per backend, and
-    which changes would move it — each answer computed by re-running the rules and the partitioner."""
-    path = pathlib.Path(model_path)
-    pipeline = pipeline or api.PipelineOptions()
-    plugins = plugins or make_plugins()
-    selected = api.resolve_backends(backends, options, plugins)
-    options = dict(options or {})
+    """``mobile-ep explain``: why *node* (a node name, or the name of a value it produces) runs where it does,
+    per backend, and which changes would move it — each answer computed by re-running the rules and the
+    partitioner.  *options*: as :func:`mobile_ep.check` takes them.  ``report.text()`` is what the command
+    prints; ``report.backends[i].alternatives`` are the computed changes."""
+    opts = Options.build(ep, **options)
+    with tempfile.TemporaryDirectory(prefix="mobile-ep-explain-") as work:  # (weights stay mapped from there)
+        return _explain(pathlib.Path(model), node, opts, plugins or make_plugins(), pathlib.Path(work))
+
+
+def _explain(path: pathlib.Path, node: str, pipeline: Options, plugins: Plugins, work: pathlib.Path
+             ) -> ExplainReport:
+    strict = pipeline.strict
+    selected = pipeline_module.resolve_backends(pipeline, plugins)
     others = []
     for name in plugins.backends():
         if name not in {b.name for b in selected}:
-            others.append(plugins.backend(name).configure(options.get(name, {})))
-    with tempfile.TemporaryDirectory(prefix="mobile-ep-explain-") as work:
-        model = api.load_for_analysis(path, work)
+            others.append(plugins.backend(name).configure(pipeline.backend_options.get(name, {})))
+    model = load_for_analysis(path, work)
     target, note = _find(model, node)
     if target is None:
         target, note = _not_found(model, path, node)
     assert target is not None
-    after_convert = api.check(path, [b.name for b in selected], options=options, plugins=plugins, strict=strict,
-                              pipeline=pipeline).after_convert
+    after_convert = pipeline_module.check(path, options=pipeline.for_backends([b.name for b in selected]),
+                                          plugins=plugins).after_convert
 
     units = build_node_units(model.graph, frozenset().union(*(b.qdq_ops() for b in selected)) if selected else ())
     unit = units.get(target)
@@ -548,7 +555,7 @@ def explain(
         combined = (f"runs on {where.runs_on} (priority {order})" if where.runs_on
                     else f"CPU (priority {order}): {where.why}")
     return ExplainReport(
-        model=str(model_path), node=target.name or "", op=op_label(target),
+        model=str(path), node=target.name or "", op=op_label(target),
         inputs=[(v.name or "", _type(v) + (" (constant)" if v.is_initializer() else "")) if v is not None
                 else ("(omitted)", "") for v in target.inputs],
         outputs=[(v.name or "", _type(v)) for v in target.outputs],

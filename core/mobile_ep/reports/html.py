@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from mobile_ep import __version__
 
 if TYPE_CHECKING:
-    from mobile_ep.pipeline import BackendReport, CheckReport, ConvertReport
+    from mobile_ep.reports.model import BackendReport, CheckReport, ConvertReport
     from mobile_ep.reports.nodegraph import GraphSnapshot
 
 __all__ = [
@@ -374,7 +374,7 @@ def _require_graph(report: BackendReport, what: str) -> GraphSnapshot:
 
 def report_data(report: CheckReport | ConvertReport) -> dict:
     """Everything the page draws, as JSON-ready data (graphs with their layouts, views, tables)."""
-    from mobile_ep.pipeline import CheckReport
+    from mobile_ep.reports.model import CheckReport
 
     graphs: dict[str, GraphSnapshot] = {}
     views: list[_View] = []
@@ -624,7 +624,7 @@ def _convert_tables(report: ConvertReport) -> str:
 
 def render(report: CheckReport | ConvertReport, *, title: str | None = None) -> str:
     """The complete, self-contained HTML page for *report* (which must carry graph snapshots)."""
-    from mobile_ep.pipeline import CheckReport
+    from mobile_ep.reports.model import CheckReport
 
     data = report_data(report)
     model_name = os.path.basename(str(report.model)) or str(report.model)

@@ -7,8 +7,8 @@ import pathlib
 import shutil
 from collections.abc import Sequence
 
-from mobile_ep.contract.rules import Backend
-from mobile_ep.pipeline import BackendReport, CheckReport, ConvertReport
+from mobile_ep.contract import Backend
+from mobile_ep.reports.model import BackendReport, CheckReport, ConvertReport
 
 __all__ = ["check_text", "convert_text", "to_json", "ops_markdown", "ops_text"]
 

@@ -130,7 +130,7 @@ class CoreMLBackend(Backend):
 
     def rewrites(self) -> tuple[mobile_ep.Rewrite, ...]:
         """Legalizations: ops ORT's CoreML EP lacks (in one or both formats) with exact decompositions."""
-        from mobile_ep.passes import rewrites as r
+        from mobile_ep import rewrites as r
 
         return (
             r.SumToAdd(),

@@ -19,6 +19,7 @@ import pytest
 from coreml_compile_kit import randomized
 
 from mobile_ep import pipeline as api
+from mobile_ep.reports import model as reports
 from mobile_ep.samples import write_sample
 from mobile_ep.testing import registered, smoke_models
 from mobile_ep_coreml import CoreMLBackend
@@ -27,7 +28,7 @@ ALL_LIGHT = os.environ.get("MOBILE_EP_ALL_LIGHT_MODELS", "").strip() not in ("",
 DEFAULT_LIGHT = {"light_squeezenet"}
 
 
-def convert(path: pathlib.Path, out: pathlib.Path, **options: str) -> api.ConvertReport:
+def convert(path: pathlib.Path, out: pathlib.Path, **options: str) -> reports.ConvertReport:
     with registered(CoreMLBackend()) as plugins:
         report = api.convert(path, "coreml", out, plugins=plugins, compile=True, options={"coreml": options})
     assert report.compiled is not None and report.compiled.compiled, report.compiled

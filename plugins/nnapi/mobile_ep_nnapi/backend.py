@@ -156,7 +156,7 @@ class NnapiBackend(Backend):
 
     def rewrites(self) -> tuple[mobile_ep.Rewrite, ...]:
         """Legalizations into ops ORT's NNAPI EP takes (each applied only where the result is claimed)."""
-        from mobile_ep.passes import rewrites as r
+        from mobile_ep import rewrites as r
 
         return (
             r.SumToAdd(),

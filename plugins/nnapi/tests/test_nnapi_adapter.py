@@ -137,9 +137,9 @@ def test_adapter_builds_exactly_the_serialized_model(build, tmp_path, name, prot
 
 def test_adapter_runs_every_partition_of_a_compiled_sample(build, tmp_path):
     from mobile_ep.passes import to_epcontext as compiled_models
-    from mobile_ep.testing import _sample_model
+    from mobile_ep.samples import write_sample
 
-    source = _sample_model(tmp_path)
+    source = write_sample(tmp_path)
     result = compiled_models.compile_model(source, NnapiBackend(), tmp_path / "s.compiled.onnx", tmp_path / "w",
                                            use_cost=False)
     bundle = compiled_models.write_bundle(tmp_path / "s.compiled.onnx")

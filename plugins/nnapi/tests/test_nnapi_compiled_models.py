@@ -22,6 +22,8 @@ from onnx import helper, numpy_helper
 
 from mobile_ep import model_io as mir
 from mobile_ep import pipeline as api
+from mobile_ep.options import Options
+from mobile_ep.reports import model as reports
 from mobile_ep.samples import write_sample
 from mobile_ep.testing import registered, smoke_models
 from mobile_ep_nnapi import NnapiBackend
@@ -30,7 +32,7 @@ ALL_LIGHT = os.environ.get("MOBILE_EP_ALL_LIGHT_MODELS", "").strip() not in ("",
 DEFAULT_LIGHT = {"light_squeezenet"}
 
 
-def convert(path: pathlib.Path, out: pathlib.Path, expect_partitions: bool = True, **options: str) -> api.ConvertReport:
+def convert(path: pathlib.Path, out: pathlib.Path, expect_partitions: bool = True, **options: str) -> reports.ConvertReport:
     backend = NnapiBackend()
     with registered(backend) as plugins:
         report = api.convert(path, "nnapi", out, plugins=plugins, compile=True, options={"nnapi": options})
@@ -174,7 +176,7 @@ def test_a_quantized_model_compiles_and_verifies_within_one_step(tmp_path):
     path.write_bytes(proto.SerializeToString())
     with registered(NnapiBackend()) as plugins:
         report = api.convert(path, "nnapi", tmp_path / "out", plugins=plugins, compile=True,
-                             pipeline=api.PipelineOptions(cost_model=False))
+                             options=Options(cost_model=False))
     [partition] = report.compiled.compiled
     assert partition.metadata["quantized"] == "true" and float(partition.metadata["atol"]) >= 0.1
     assert "QUANTIZE" in partition.metadata["nnapi_ops"] and all(v.ok for v in report.verification)

@@ -1,0 +1,70 @@
+"""Export: the EP-aware model's files — ``<model>.<ep>.onnx`` (written by :mod:`mobile_ep.passes.fuse_cpu`)
+and ``<model>.<ep>.ort``, converted by onnxruntime itself (:func:`mobile_ep.export.ort_format.write_ort`).
+
+The ORT-format conversion builds an onnxruntime session, which releases the GIL: it runs on a thread while
+the pipeline goes on (compiling partitions, say).  Models whose weights exceed ORT format's 2 GB limit get
+the ``.onnx`` only, with a one-line note.
+"""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+import threading
+from collections.abc import Callable
+
+from mobile_ep import model_io
+from mobile_ep.export import ort_format
+
+__all__ = ["output_paths", "OrtExport"]
+
+log = logging.getLogger(__name__)
+
+
+def output_paths(model_path: pathlib.Path, backend: str, out_dir: pathlib.Path) -> dict[str, pathlib.Path]:
+    """``model.nnapi.onnx``, ``model.nnapi.ort`` and ``report.json`` in *out_dir*."""
+    stem = model_path.name[:-5] if model_path.name.endswith(".onnx") else model_path.stem
+    return {
+        "onnx": out_dir / f"{stem}.{backend}.onnx",
+        "ort": out_dir / f"{stem}.{backend}.ort",
+        "report": out_dir / "report.json",
+    }
+
+
+class OrtExport:
+    """The ORT-format file of a written ``.onnx``, converted on a thread: :meth:`start`, then :meth:`result`."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._outcome: tuple[bool, object] | None = None
+
+    def start(self, onnx_path: pathlib.Path, ort_path: pathlib.Path) -> bool:
+        """Start converting; False (nothing started) when the model cannot be held in ORT format."""
+        if not model_io.ort_format_fits(onnx_path):
+            log.warning("%s: weights too large for ORT format (2 GB limit); no .ort written", onnx_path)
+            return False
+        self._run(ort_format.write_ort, onnx_path, ort_path)
+        return True
+
+    def _run(self, func: Callable, *args: object) -> None:
+        def run() -> None:
+            try:
+                self._outcome = (True, func(*args))
+            except BaseException as exc:  # handed to the caller by result()
+                self._outcome = (False, exc)
+
+        self._thread = threading.Thread(target=run, name="mobile-ep-ort-format", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def result(self) -> object:
+        """The written path (raises what the conversion raised)."""
+        self.wait()
+        assert self._outcome is not None, "start() was not called"
+        ok, value = self._outcome
+        if not ok:
+            raise value  # type: ignore[misc]
+        return value

@@ -1,0 +1,52 @@
+"""Load: validate the user's file, then read the model as an onnxruntime session sees it.
+
+Every ORT session applies the basic-level optimizations before an execution provider is asked for its
+nodes, so that graph — not the file's — is what the backends judge: :func:`as_ort_sees_it` validates the
+file (one-line errors naming it), fixes input shapes when asked (:mod:`mobile_ep.passes.fix_shapes`) and
+runs onnxruntime's basic level (:mod:`mobile_ep.passes.fold_constants`).  The user's file is never changed.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import onnx_ir as ir
+
+from mobile_ep import model_io
+from mobile_ep.options import Options
+from mobile_ep.passes.fix_shapes import FixShapesPass
+
+__all__ = ["validate", "as_ort_sees_it", "load_for_analysis"]
+
+
+def validate(path: str | os.PathLike) -> None:
+    """Refuse a file that is not a model onnxruntime could load, in one line naming it (a ``ModelError``)."""
+    model_io.validate(path)
+
+
+def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Options | None = None
+                   ) -> tuple[ir.Model, dict[str, list[str]]]:
+    """The model at *path*, with its input shapes fixed as *options* ask, after onnxruntime's basic-level
+    optimizations; and the shape changes made (input name -> [old, new]).
+
+    Files are written into *work*, which must outlive the model (large weights stay memory-mapped there).
+    """
+    source = pathlib.Path(path)
+    work = pathlib.Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    changes: dict[str, list[str]] = {}
+    if options is not None and options.fixes_shapes:
+        fix = FixShapesPass(options.shapes, options.dims)
+        result = fix(model_io.load(source, check=False))
+        changes = {name: list(change) for name, change in fix.changes.items()}
+        if result.modified:
+            source = model_io.save(result.model, work / "fixed.onnx")
+    optimized = model_io.ort_optimized(source, work)
+    return model_io.load(optimized, check=False), changes
+
+
+def load_for_analysis(path: str | os.PathLike, work: str | os.PathLike, options: Options | None = None) -> ir.Model:
+    """Validate *path*, then :func:`as_ort_sees_it` (the shape changes dropped)."""
+    validate(path)
+    return as_ort_sees_it(path, work, options)[0]
