@@ -208,10 +208,10 @@ def test_bundle_holds_the_steps_an_app_runs(tmp_path):
 
 def test_payload_files_next_to_the_model_stay_inside_its_folder(tmp_path):
     (tmp_path / "p.bin").write_bytes(b"x")
-    assert compiled.read_context_file("p.bin", tmp_path) == b"x"
+    assert runtime.read_context_file("p.bin", tmp_path) == b"x"
     for bad in ("../p.bin", "/etc/passwd"):
         with pytest.raises(mobile_ep.CompileError, match="not inside"):
-            compiled.read_context_file(bad, tmp_path / "sub")
+            runtime.read_context_file(bad, tmp_path / "sub")
 
 
 def test_convert_compile_writes_and_verifies_everything(tmp_path):

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from mobile_ep.contract.compile import CompileError
 from mobile_ep.errors import ModelError
 
 __all__ = ["OutputDiff", "Verification", "make_inputs", "run", "compare", "verify", "Step", "plan_compiled",
@@ -244,7 +245,6 @@ def is_compiled_model(path: str | os.PathLike) -> bool:
 
 def _payload(node, model_dir: pathlib.Path):
     from mobile_ep.contract.compile import CompiledPartition
-    from mobile_ep.passes.to_epcontext import read_context_file
 
     attributes = {a.name: a for a in node.attribute}
     if "ep_cache_context" not in attributes:
@@ -436,3 +436,17 @@ def run_compiled(path: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
                     raise ModelError(f"{path}: {payload.backend} emulator returned no output {spec.name!r}")
                 env[name] = np.asarray(outputs[spec.name])
     return {o.name: env[o.name] for o in graph.output}
+
+
+def read_context_file(location: str, model_dir: str | os.PathLike | None) -> bytes:
+    """An ``embed_mode=0`` payload: a relative path inside the model's folder (never outside it)."""
+    if model_dir is None:
+        raise CompileError("an EPContext payload in a separate file needs the model's folder")
+    base = pathlib.Path(model_dir).resolve()
+    target = (base / location).resolve()
+    if pathlib.PurePath(location).is_absolute() or base not in target.parents:
+        raise CompileError(f"EPContext payload file {location!r} is not inside the model's folder")
+    try:
+        return target.read_bytes()
+    except OSError as exc:
+        raise CompileError(f"cannot read EPContext payload file {location!r}: {exc.strerror}") from None

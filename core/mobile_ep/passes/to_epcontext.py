@@ -59,6 +59,7 @@ from mobile_ep.contract import Backend, RuleContext, op_label
 from mobile_ep.contract.compile import CompiledPartition, CompileError, is_compiling, partition_view
 from mobile_ep.errors import BackendError, UsageError
 from mobile_ep.partitioning.units import build_node_units
+from mobile_ep.runtime import plan_compiled, read_context_file
 
 __all__ = [
     "EP_CONTEXT_DOMAIN",
@@ -167,20 +168,6 @@ def payload_of(node: ir.Node, model_dir: str | os.PathLike | None = None) -> Com
     if embed is not None and int(embed.value) == 0:
         data = read_context_file(data.decode("utf-8", errors="replace"), model_dir)
     return CompiledPartition.from_bytes(data)
-
-
-def read_context_file(location: str, model_dir: str | os.PathLike | None) -> bytes:
-    """An ``embed_mode=0`` payload: a relative path inside the model's folder (never outside it)."""
-    if model_dir is None:
-        raise CompileError("an EPContext payload in a separate file needs the model's folder")
-    base = pathlib.Path(model_dir).resolve()
-    target = (base / location).resolve()
-    if pathlib.PurePath(location).is_absolute() or base not in target.parents:
-        raise CompileError(f"EPContext payload file {location!r} is not inside the model's folder")
-    try:
-        return target.read_bytes()
-    except OSError as exc:
-        raise CompileError(f"cannot read EPContext payload file {location!r}: {exc.strerror}") from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -407,7 +394,6 @@ def write_bundle(compiled: str | os.PathLike, folder: str | os.PathLike | None =
     """
     import json
 
-    from mobile_ep.runtime import plan_compiled
 
     source = pathlib.Path(compiled)
     target = pathlib.Path(folder) if folder is not None else bundle_path(source)
