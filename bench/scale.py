@@ -85,8 +85,8 @@ def _reset_peak() -> bool:
 
 def child_partition(kind: str, nodes: int, save_to: str | None, repeats: int = 1) -> dict:
     """Build the graph, optionally save it, then time propose + cost model per backend (run in a child)."""
+    from mobile_ep.contract import RuleContext
     from mobile_ep.contract.plugins import make_plugins
-    from mobile_ep.contract.rules import RuleContext
     from mobile_ep.partitioning.cost import select_partitions
     from mobile_ep.partitioning.propose import propose
 
@@ -128,8 +128,8 @@ def child_profile(kind: str, nodes: int, top: int = 25) -> str:
     import io
     import pstats
 
+    from mobile_ep.contract import RuleContext
     from mobile_ep.contract.plugins import make_plugins
-    from mobile_ep.contract.rules import RuleContext
     from mobile_ep.partitioning.cost import select_partitions
     from mobile_ep.partitioning.propose import propose
 

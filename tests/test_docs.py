@@ -84,6 +84,38 @@ def test_kit_and_versioning_are_documented(guide, name):
     assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", guide), name
 
 
+def _resolve(dotted: str) -> object:
+    """The module or attribute *dotted* names (``mobile_ep.contract.compile.runtime_inputs``)."""
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for name in parts[cut:]:
+            obj = getattr(obj, name)
+        return obj
+    raise ModuleNotFoundError(dotted)
+
+
+def test_every_module_path_in_the_guide_exists(guide):
+    """The guide names modules by their import path (``mobile_ep.contract.hookspecs``) or file
+    (``core/mobile_ep/contract/hookspecs.py``): each one is still there after the code moves."""
+    dotted = sorted(set(re.findall(r"\bmobile_ep(?:\.[A-Za-z_]\w*)+", guide)))
+    assert "mobile_ep.contract" in dotted
+    missing = []
+    for name in dotted:
+        try:
+            _resolve(name)
+        except (ImportError, AttributeError):
+            missing.append(name)
+    assert not missing, f"docs/plugins.md names what does not exist: {missing}"
+    files = sorted(set(re.findall(r"\bcore/mobile_ep/[\w/]+\.py\b", guide)))
+    assert [f for f in files if not (ROOT / f).is_file()] == []
+
+
 def test_plugin_api_version_in_the_guide_is_current(guide):
     assert f"(an int, now `{mobile_ep.PLUGIN_API_VERSION}`)" in guide
 

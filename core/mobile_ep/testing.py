@@ -53,6 +53,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import onnx_ir as ir
 
+from mobile_ep.contract import Backend, OpRule, RuleContext, Support, op_label
 from mobile_ep.contract.compile import (
     CompiledPartition,
     is_compiling,
@@ -61,7 +62,6 @@ from mobile_ep.contract.compile import (
     runtime_inputs,
 )
 from mobile_ep.contract.hookspecs import hookimpl
-from mobile_ep.contract.rules import Backend, OpRule, RuleContext, Support, op_label
 from mobile_ep.partitioning.propose import Proposal, propose
 from mobile_ep.partitioning.units import build_node_units
 

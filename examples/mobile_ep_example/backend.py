@@ -17,7 +17,7 @@ from mobile_ep import (
     Support,
     TensorSpec,
 )
-from mobile_ep.contract.compile import lower_units, package_files, runtime_inputs
+from mobile_ep.contract import lower_units, package_files, runtime_inputs
 
 from . import __version__, emulator, enpu, rules
 from .builder import ProgramBuilder

@@ -35,7 +35,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import onnx_ir as ir
 
-from mobile_ep.contract.rules import NodeUnit, PartitionView, RuleContext, op_label
+from mobile_ep.contract.backend import PartitionView
+from mobile_ep.contract.rules import RuleContext
+from mobile_ep.contract.support import NodeUnit, op_label
 from mobile_ep.errors import BackendError
 
 __all__ = [

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from mobile_ep.contract.rules import RegisterBackend
+    from mobile_ep.contract.backend import RegisterBackend
 
 __all__ = ["PROJECT_NAME", "hookspec", "hookimpl", "mobile_ep_register_backends"]
 

@@ -20,7 +20,8 @@ from typing import Any
 import pluggy
 
 from mobile_ep.contract import hookspecs
-from mobile_ep.contract.rules import Backend, RuleRegistry
+from mobile_ep.contract.backend import Backend
+from mobile_ep.contract.rules import RuleRegistry
 from mobile_ep.errors import BackendError, UsageError
 
 __all__ = ["DISABLE_ENV", "PluginError", "PluginApiError", "Plugins", "make_plugins", "check_plugin_api"]

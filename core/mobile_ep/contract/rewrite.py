@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 import numpy as np
 import onnx_ir as ir
 
-from mobile_ep.contract.rules import RuleContext, Support
+from mobile_ep.contract.rules import RuleContext
+from mobile_ep.contract.support import Support
 
 __all__ = ["Rewrite", "Builder", "broadcast_shapes"]
 

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from mobile_ep.contract.rules import _ONLY_INTS, RuleContext, _ProposalContext, attr
-from mobile_ep.partitioning.propose import Partition, _gc_paused
+from mobile_ep.contract import CostParams, RuleContext, attr
+from mobile_ep.partitioning.context import ProposalContext
+from mobile_ep.partitioning.propose import Partition, gc_paused
 
 _node_outputs = operator.attrgetter("outputs")
 _node_op_type = operator.attrgetter("op_type")
@@ -28,20 +29,9 @@ _node_inputs = operator.attrgetter("inputs")
 _value_shape = operator.attrgetter("shape")
 _value_type = operator.attrgetter("type")
 _shape_dims = operator.attrgetter("dims")  # (only counted: a list will do)
+_ONLY_INTS = frozenset({int})
 
 __all__ = ["CostParams", "PartitionCost", "node_flops", "partition_cost", "select_partitions"]
-
-
-@dataclasses.dataclass(frozen=True)
-class CostParams:
-    #: Sustained CPU throughput of a mid-range phone core cluster, GFLOP/s.
-    cpu_gflops: float = 20.0
-    #: How much faster the accelerator runs the same arithmetic.
-    speedup: float = 4.0
-    #: CPU <-> accelerator copy bandwidth, GB/s.
-    copy_gbps: float = 4.0
-    #: Fixed cost of one partition call (dispatch, synchronisation), microseconds.
-    dispatch_us: float = 30.0
 
 
 @dataclasses.dataclass
@@ -148,8 +138,8 @@ for _dtype in ir.DataType:
         _ITEMSIZES[_dtype] = _dtype.itemsize
     except TypeError:  # (no fixed size: STRING, UNDEFINED)
         pass
-#: ctx.shape methods that answer from the value's own shape (_ProposalContext's only remembers the answers).
-_PLAIN_SHAPES = (RuleContext.shape, _ProposalContext.shape)
+#: ctx.shape methods that answer from the value's own shape (ProposalContext's only remembers the answers).
+_PLAIN_SHAPES = (RuleContext.shape, ProposalContext.shape)
 
 
 def _nodes_flops(nodes: Sequence[ir.Node], ctx: RuleContext) -> list[float]:
@@ -181,7 +171,7 @@ def select_partitions(
     use_cost: bool = True,
 ) -> list[PartitionCost]:
     """Decide which partitions are worth keeping; each answer carries its reason."""
-    with _gc_paused():  # (one cost per partition, and nothing cyclic: see partition._gc_paused)
+    with gc_paused():  # (one cost per partition, and nothing cyclic: see propose.gc_paused)
         costs = [partition_cost(p, ctx, params) for p in partitions]
     for cost in costs:
         if min_nodes is not None and cost.nodes < min_nodes:

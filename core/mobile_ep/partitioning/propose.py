@@ -24,21 +24,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import onnx_ir as ir
 
-from mobile_ep.contract.rules import (
-    _CYCLIC,
-    SUPPORTED,
-    Backend,
-    NodeUnit,
-    PartitionView,
-    RuleContext,
-    Support,
-    _ProposalContext,
-    _single_units,
-    op_label,
-)
+from mobile_ep.contract import SUPPORTED, Backend, NodeUnit, PartitionView, RuleContext, Support, op_label
+from mobile_ep.contract.support import CYCLIC, single_units
+from mobile_ep.partitioning.context import ProposalContext
 from mobile_ep.partitioning.units import build_node_units
 
-__all__ = ["Partition", "Placement", "BackendProposal", "Proposal", "propose", "wave_groups", "verdict"]
+__all__ = ["Partition", "Placement", "BackendProposal", "Proposal", "propose", "wave_groups", "verdict", "gc_paused"]
 
 #: Ask a rule with ``signature_memo`` once per node signature (off only to test that it changes no answer).
 SIGNATURE_MEMO = True
@@ -195,12 +186,12 @@ class _GraphIndex:
         self._has_quantize: bool | None = None
         self._signatures: tuple[object, list[tuple | None] | None] | None = None  # (see signatures)
 
-    def signatures(self, ctx: _ProposalContext) -> list[tuple | None] | None:
+    def signatures(self, ctx: ProposalContext) -> list[tuple | None] | None:
         """Every node's signature as *ctx* works them out (``ctx.signatures(nodes)``), made once for all the
         proposals that share this index: a node's signature depends on the node and the model only, when the
         context is a plain proposal context with nothing pending (then its facts are worked out in C, as any
         such context would).  None for another context, or when working them out raised."""
-        if (type(ctx) is not _ProposalContext or ctx.pending_constants
+        if (type(ctx) is not ProposalContext or ctx.pending_constants
                 or type(ctx).dtype is not RuleContext.dtype or type(ctx).is_constant is not RuleContext.is_constant):
             return None
         key = (id(ctx.model), (ctx.model.ir_version or 0) >= 4)
@@ -445,7 +436,7 @@ def propose(
     ``index``: an index of this same model's graph (:func:`graph_index`), not changed since it was made, for
     proposals of one model to share (with the node signatures it keeps); one is made here when not given.
     """
-    with _gc_paused():
+    with gc_paused():
         return _propose(model, backends, on_error, answers or {}, signatures, first, index)
 
 
@@ -469,11 +460,12 @@ def _signature_store(signatures: dict | None, backend: Backend, model: ir.Model)
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause Python's cycle collector while proposing.
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cycle collector while proposing (or costing partitions: :mod:`~mobile_ep.partitioning.cost`).
 
     Proposing allocates a few small, acyclic objects per node; with the collector on, each full
     collection walks the whole in-memory model again (a third of the time on a 100k-node graph).
+    Nests: an inner pause leaves the collector as the outer one had it.
     """
     if not gc.isenabled():
         yield
@@ -501,13 +493,13 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
     memos: dict[str, dict[int, Support]] = {}
     per_backend: dict[str, BackendProposal] = {}
     reasons: dict[ir.Node, list[str]] = collections.defaultdict(list)
-    single_units: list[NodeUnit] | None = None  # one unit per node: the same for every backend
+    per_node_units: list[NodeUnit] | None = None  # one unit per node: the same for every backend
 
     for backend in backends:
         if first is not None and backend is backends[0] and backend.name in first.per_backend:
             _take_first(first, backend.name, graph_nodes, owner, memos, per_backend, reasons)
             continue
-        ctx = _ProposalContext(model, backend, graph, graph_nodes)
+        ctx = ProposalContext(model, backend, graph, graph_nodes)
         qdq_ops = backend.qdq_ops()
         single = True
         if qdq_ops and index.has_quantize():
@@ -516,9 +508,9 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
             order: Sequence[int] = range(len(unit_list))
             single = len(unit_list) == len(graph_nodes) and all(len(members) == 1 for members in unit_nodes)
         if single:  # (a QDQ-aware backend on a graph without QDQ units too): unit i is node i
-            if single_units is None:
-                single_units = _single_units(graph_nodes)
-            unit_list = single_units
+            if per_node_units is None:
+                per_node_units = single_units(graph_nodes)
+            unit_list = per_node_units
             units = dict(zip(graph_nodes, unit_list, strict=True))
             unit_nodes = [(i,) for i in range(len(graph_nodes))] if any(owner) else []
             consumers, order, in_degree = index.consumers, index.order, index.in_degree
@@ -526,7 +518,7 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
         memo = ctx._memo
         known = answers.get(backend.name)
         if known:  # not the placeholders of queries that raised: those are asked again
-            memo.update((key, answer) for key, answer in known.items() if answer is not _CYCLIC)
+            memo.update((key, answer) for key, answer in known.items() if answer is not CYCLIC)
         memos[backend.name] = memo
         rejected: dict[ir.Node, str] = {}
         try:
@@ -553,7 +545,7 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
         fast = None if fast_signatures is None else (
             fast_signatures, signatures, list(map(id, graph_nodes)), memo, SUPPORTED)
 
-        def is_supported(u: int, backend: Backend = backend, ctx: _ProposalContext = ctx, memo: dict = memo,
+        def is_supported(u: int, backend: Backend = backend, ctx: ProposalContext = ctx, memo: dict = memo,
                          unit_list: list[NodeUnit] = unit_list, unit_nodes: list = unit_nodes, taken: bool = taken,
                          excluded: Mapping[ir.Node, str] = excluded, rejected: dict[ir.Node, str] = rejected,
                          single: bool = single, signatures: dict | None = signatures,
@@ -569,7 +561,7 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
                 key = id(target)
                 answer = memo.get(key)
                 if answer is None:  # ctx.claims_unit(unit), inlined: it is asked for every unit
-                    memo[key] = _CYCLIC  # guards rules that look back at this unit
+                    memo[key] = CYCLIC  # guards rules that look back at this unit
                     try:
                         signature = None
                         if signatures is not None and (single or unit.kind == "single"):
@@ -643,7 +635,7 @@ def _take_first(first: Proposal, name: str, graph_nodes: list[ir.Node], owner: l
     per_backend[name] = BackendProposal(name, list(taken.partitions), dict(taken.rejected), taken.total_nodes)
 
 
-def _fast_signatures(nodes: list[ir.Node], ctx: _ProposalContext, backend: Backend, owner: list[str | None] | None,
+def _fast_signatures(nodes: list[ir.Node], ctx: ProposalContext, backend: Backend, owner: list[str | None] | None,
                      excluded: Mapping[ir.Node, str], index: _GraphIndex | None = None) -> list[tuple | None] | None:
     """Each node's signature where its rule has ``signature_memo`` and the node is neither taken by an earlier
     backend nor excluded, else None; ``None`` altogether if working them out raised (then each node is asked

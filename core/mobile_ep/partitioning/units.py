@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable
 
 import onnx_ir as ir
 
-from mobile_ep.contract.rules import NodeUnit
+from mobile_ep.contract import NodeUnit
 
 __all__ = ["build_node_units"]
 

@@ -16,9 +16,11 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
+from mobile_ep.contract import Backend, RuleContext, Support, op_label
 from mobile_ep.contract.rewrite import Builder, Rewrite
-from mobile_ep.contract.rules import _CYCLIC, Backend, RuleContext, Support, _ProposalContext, op_label
+from mobile_ep.contract.support import CYCLIC
 from mobile_ep.partitioning import propose as partition
+from mobile_ep.partitioning.context import ProposalContext
 
 __all__ = ["Applied", "Skipped", "LegalizePass"]
 
@@ -89,7 +91,7 @@ class LegalizePass(ir.passes.InPlacePass):
             candidates = by_op.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
             if not candidates or node.name in self.skip:
                 continue
-            ctx = ctx or _ProposalContext(model, self.backend, graph)  # (the model does not change here)
+            ctx = ctx or ProposalContext(model, self.backend, graph)  # (the model does not change here)
             if self._claims(ctx, node):
                 continue
             for rewrite in candidates:
@@ -110,7 +112,7 @@ class LegalizePass(ir.passes.InPlacePass):
             candidates = by_op.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
             if not candidates or node.name in self.skip:
                 continue
-            ctx = _ProposalContext(model, self.backend, graph)  # (one per node: rewrites change the graph)
+            ctx = ProposalContext(model, self.backend, graph)  # (one per node: rewrites change the graph)
             if self._claims(ctx, node):
                 continue
             for rewrite in candidates:
@@ -148,7 +150,7 @@ class LegalizePass(ir.passes.InPlacePass):
             self._skip(rewrite, node, "the rewrite does not replace every used output")
             return False
         # (the graph does not change while these are asked: a proposal's context, which remembers shapes, fits)
-        check = _ProposalContext(model, self.backend, graph)
+        check = ProposalContext(model, self.backend, graph)
         check.pending_constants = set(builder.initializers)
         for new_node in builder.nodes:
             answer = self._claims(check, new_node)
@@ -162,9 +164,9 @@ class LegalizePass(ir.passes.InPlacePass):
                                     [op_label(n) for n in builder.nodes], tuple(builder.nodes)))
         return True
 
-    def _claims(self, ctx: _ProposalContext, node: ir.Node) -> Support:
+    def _claims(self, ctx: ProposalContext, node: ir.Node) -> Support:
         """``ctx.claims(node)``, asked once per node signature where *node*'s rule answers by signature
-        (:meth:`_ProposalContext.ask`, as the partitioner does)."""
+        (:meth:`ProposalContext.ask`, as the partitioner does)."""
         signatures = self._signatures
         signature = None if signatures is None else ctx.memo_signature(node)
         if signature is None:
@@ -172,7 +174,7 @@ class LegalizePass(ir.passes.InPlacePass):
         memo, key = ctx._memo, id(node)
         answer = memo.get(key)
         if answer is None:  # (RuleContext.claims_unit's memo: the proposal context's would count a read beyond)
-            memo[key] = _CYCLIC  # guards rules that look back at this node
+            memo[key] = CYCLIC  # guards rules that look back at this node
             memo[key] = answer = ctx.ask(RuleContext.unit_of(ctx, node), signature, signatures)
         return answer
 

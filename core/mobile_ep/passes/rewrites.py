@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
+from mobile_ep.contract import RuleContext, Support, attr
 from mobile_ep.contract.rewrite import Builder, Rewrite, broadcast_shapes
-from mobile_ep.contract.rules import RuleContext, Support, attr
 
 __all__ = [
     "SumToAdd",

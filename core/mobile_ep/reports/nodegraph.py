@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import onnx_ir as ir
 
-from mobile_ep.contract.rules import op_label
+from mobile_ep.contract import op_label
 
 __all__ = ["SnapshotNode", "GraphSnapshot", "recording", "is_recording", "attach"]
 
