@@ -78,9 +78,9 @@ def test_signature_memo_changes_no_answer(name, light_models, monkeypatch):
         (backend,) = api.resolve_backends(Options.build([name], options={name: options}))
         assert all(rule.signature_memo for _, _, rule in backend.rules)
         cases = testing.candidate_cases(backend)
-        models = [(case.name + suffix, testing._load_case(case, constant)) for case in cases
+        models = [(case.name + suffix, testing.load_case(case, constant)) for case in cases
                   for constant, suffix in ((False, ""), (True, " (constant inputs)"))]
-        models += [(case.name + " (dynamic)", _dynamic(testing._load_case(case, False))) for case in cases]
+        models += [(case.name + " (dynamic)", _dynamic(testing.load_case(case, False))) for case in cases]
         models += light_models
         models += [(f"{kind} 1000", graphs.make(kind, 1000)) for kind in graphs.KINDS]
         outcome = _compare(models, [backend], monkeypatch)

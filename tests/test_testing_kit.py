@@ -24,6 +24,7 @@ from mobile_ep.testing import (
     BackendConformance,
     as_model,
     conformance_suite,
+    load_case,
     onnx_node_cases,
     registered,
     run_case,
@@ -217,3 +218,23 @@ def test_conformance_command(plugins):
     assert result.stderr.startswith("mobile-ep: error: kit-broken: ") and "conformance case(s) failed" in result.stderr
     (report,) = json.loads(result.stdout)
     assert report["summary"]["failed"] >= 1
+
+
+def test_the_kit_sits_below_the_command_line():
+    """``mobile-ep conformance`` imports the kit; the kit (the pytest plugin every test session of a plugin author
+    loads) imports no part of the command line: its ``mobile_ep_cli`` fixture runs the installed command."""
+    import subprocess
+    import sys
+
+    code = ("import sys, mobile_ep.testing, mobile_ep.testing.fixtures; "
+            "print(sorted(m for m in sys.modules if m == 'mobile_ep.cli' or m.startswith('mobile_ep.cli.')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_load_case_makes_inputs_but_the_first_constant(cases):
+    case = cases["test_add"]
+    plain, constant = load_case(case), load_case(case, constant_inputs=True)
+    assert [v.name for v in plain.graph.inputs] == ["x", "y"]
+    assert [v.name for v in constant.graph.inputs] == ["x"] and list(constant.graph.initializers) == ["y"]
