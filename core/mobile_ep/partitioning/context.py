@@ -58,6 +58,13 @@ class ProposalContext(RuleContext):
         self._facts: dict[ir.Value | None, tuple | None] = {None: None}  # (an omitted optional input)
         self.beyond_signature = False
 
+    @property
+    def answers(self) -> dict[int, Support]:
+        """The answers worked out so far, by ``id`` of each unit's target node (the memo of
+        :meth:`~mobile_ep.contract.RuleContext.claims_unit`, holding ``CYCLIC`` while one is being worked out): the
+        partitioner seeds it with answers it already has and keeps it as the proposal's answers."""
+        return self._memo
+
     def graph_nodes(self) -> Sequence[ir.Node]:
         nodes = self._graph_nodes
         return nodes if nodes is not None else RuleContext.graph_nodes(self)

@@ -515,7 +515,7 @@ def _propose(model: ir.Model, backends: Sequence[Backend],
             unit_nodes = [(i,) for i in range(len(graph_nodes))] if any(owner) else []
             consumers, order, in_degree = index.consumers, index.order, index.in_degree
         ctx.units = units
-        memo = ctx._memo
+        memo = ctx.answers
         known = answers.get(backend.name)
         if known:  # not the placeholders of queries that raised: those are asked again
             memo.update((key, answer) for key, answer in known.items() if answer is not CYCLIC)

@@ -171,7 +171,7 @@ class LegalizePass(ir.passes.InPlacePass):
         signature = None if signatures is None else ctx.memo_signature(node)
         if signature is None:
             return ctx.claims(node)
-        memo, key = ctx._memo, id(node)
+        memo, key = ctx.answers, id(node)
         answer = memo.get(key)
         if answer is None:  # (RuleContext.claims_unit's memo: the proposal context's would count a read beyond)
             memo[key] = CYCLIC  # guards rules that look back at this node
