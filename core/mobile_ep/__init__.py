@@ -11,8 +11,9 @@ Names are imported when first used, so ``import mobile_ep`` (and ``mobile-ep --h
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from mobile_ep import _startup
 
@@ -77,7 +78,7 @@ __all__ = [
     "VerificationError",
 ]
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from onnx_ir import DataType
 
     from mobile_ep.contract import (
@@ -110,11 +111,11 @@ if TYPE_CHECKING:
     from mobile_ep.reports.explain import explain
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     if name == "rewrites":
-        value: Any = importlib.import_module("mobile_ep.passes.rewrites")
+        value: _Any = _importlib.import_module("mobile_ep.passes.rewrites")
     elif name in _WHERE:
-        value = getattr(importlib.import_module(_WHERE[name]), name)
+        value = getattr(_importlib.import_module(_WHERE[name]), name)
     else:
         raise AttributeError(f"module 'mobile_ep' has no attribute {name!r}")
     globals()[name] = value
