@@ -3,7 +3,7 @@
 ``check`` (like ORT's usability checker) first runs the model through an onnxruntime session at the
 basic optimization level, because ORT Mobile's execution providers partition that graph.  For each
 family of ``bench/graphs.py`` and each size, in this process: the session exactly as ``check`` runs it
-(``mobile_ep.model_io.ort_optimized``: basic level, the optimized model written out), and a session with every
+(``mobile_ep.passes.fold_constants.ort_optimized``: basic level, the optimized model written out), and a session with every
 optimization turned off and nothing written (what is left is onnxruntime loading the model and getting
 ready to run it).  One run each; the growth rate k of time ~ nodes^k between each size and the next.
 
@@ -25,16 +25,16 @@ import graphs  # noqa: E402
 from harness import fmt_s, machine, write_result  # noqa: E402
 from scale import exponent, steps  # noqa: E402
 
-from mobile_ep import model_io as mir  # noqa: E402
+from mobile_ep.passes import fold_constants  # noqa: E402
 
 
 def time_sessions(path: pathlib.Path, work: pathlib.Path) -> dict[str, float]:
     import onnxruntime as ort
 
     start = time.perf_counter()
-    mir.ort_optimized(path, work)  # as check runs it, except that check no longer writes the weights
+    fold_constants.ort_optimized(path, work)  # as check runs it
     basic = time.perf_counter() - start
-    options = mir.lean_session_options(ort.SessionOptions())
+    options = fold_constants.lean_session_options(ort.SessionOptions())
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 4
     start = time.perf_counter()
@@ -49,7 +49,7 @@ def render(rows: list[dict], description: str) -> str:
         f"Machine: {description}.",
         "",
         "`python bench/ort_session.py`: one run per cell. *basic, written* = the session `mobile-ep check` "
-        "runs first (`mobile_ep.model_io.ort_optimized`: basic-level optimization, optimized model written; ORT's "
+        "runs first (`mobile_ep.passes.fold_constants.ort_optimized`: basic-level optimization, optimized model written; ORT's "
         "usability checker runs the same optimization); *nothing on* = every optimization off, nothing "
         "written (onnxruntime loading the model and getting ready to run it). k = the exponent of "
         "time ~ nodes^k from the size before (1 = linear, 2 = quadratic).",

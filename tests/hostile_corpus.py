@@ -233,7 +233,7 @@ def ir_version_negative(g):
 def no_opset_import(g):
     m = good(g)
     del m.opset_import[:]
-    return g.write(m), "invalid ONNX model: it imports no opset"
+    return g.write(m), "invalid ONNX model: model with IR version >= 3 must specify opset_import for ONNX"
 
 
 @case
@@ -291,7 +291,7 @@ def cycle(g):
     shape = g.shape()
     graph_name = g.name("g")
     m = g.model(nodes, [vi(x, shape)], [vi(y, shape)], graph_name=graph_name)
-    return g.write(m), f"invalid ONNX model: graph {graph_name!r} has a cycle through nodes"
+    return g.write(m), "invalid ONNX model: Nodes in a graph must be topologically sorted, however input"  # (which node comes first depends on the order)
 
 
 @case
@@ -303,8 +303,8 @@ def self_loop(g):
     node.op_type = "Add"
     graph_name = g.name("g")
     m = g.model(nodes, [x], [y], graph_name=graph_name)
-    return g.write(m), (f"invalid ONNX model: graph {graph_name!r} has a cycle: node {label(node, victim)} "
-                        f"reads its own output {node.output[0]!r}")
+    return g.write(m), (f"invalid ONNX model: Nodes in a graph must be topologically sorted, however input '{node.output[0]}' of node: name: {node.name} OpType: Add is not "
+                        "output of any previous nodes.")
 
 
 @case
@@ -315,8 +315,8 @@ def undefined_input(g):
     nodes[victim].input[0] = ghost
     graph_name = g.name("g")
     m = g.model(nodes, [x], [y], graph_name=graph_name)
-    return g.write(m), (f"invalid ONNX model: graph {graph_name!r}: node {label(nodes[victim], victim)} reads "
-                        f"{ghost!r}, which is never defined")
+    return g.write(m), (f"invalid ONNX model: Nodes in a graph must be topologically sorted, however input '{ghost}' of node: name: {nodes[victim].name} OpType: "
+                        f"{nodes[victim].op_type} is not output of any previous nodes.")
 
 
 @case
@@ -326,7 +326,7 @@ def duplicate_node_output(g):
     nodes.insert(g.rng.randint(1, len(nodes)), twin)
     graph_name = g.name("g")
     m = g.model(nodes, [x], [y], graph_name=graph_name)
-    return g.write(m), f"invalid ONNX model: graph {graph_name!r}: value {names[1]!r} is defined more than once"
+    return g.write(m), f"invalid ONNX model: Graph must be in single static assignment (SSA) form, however '{names[1]}' has been used as output names multiple times."
 
 
 @case
@@ -335,7 +335,7 @@ def output_shadows_input(g):
     nodes[-1].output[0] = names[0]
     graph_name = g.name("g")
     m = g.model(nodes, [x], [vi(names[0], [1])], graph_name=graph_name)
-    return g.write(m), f"invalid ONNX model: graph {graph_name!r}: value {names[0]!r} is defined more than once"
+    return g.write(m), f"invalid ONNX model: Graph must be in single static assignment (SSA) form, however '{names[0]}' has been used as output names multiple times."
 
 
 @case
@@ -343,7 +343,7 @@ def duplicate_graph_input(g):
     nodes, x, y, names = g.chain()
     graph_name = g.name("g")
     m = g.model(nodes, [x, vi(names[0], g.shape())], [y], graph_name=graph_name)
-    return g.write(m), f"invalid ONNX model: graph {graph_name!r}: input {names[0]!r} is defined more than once"
+    return g.write(m), f"invalid ONNX model: Graph must be in single static assignment (SSA) form, however '{names[0]}' has been used as graph input names multiple times."
 
 
 @case
@@ -355,7 +355,7 @@ def duplicate_initializer(g):
     graph_name = g.name("g")
     m = g.model([helper.make_node("Add", [x, w], [y], name=g.name("n"))], [vi(x, shape)], [vi(y, shape)], inits,
                 graph_name=graph_name)
-    return g.write(m), f"invalid ONNX model: graph {graph_name!r}: initializer {w!r} is defined more than once"
+    return g.write(m), f"invalid ONNX model: {w} initializer name is not unique"
 
 
 @case
@@ -364,7 +364,7 @@ def output_never_defined(g):
     ghost = g.name("out")
     graph_name = g.name("g")
     m = g.model(nodes, [x], [y, vi(ghost, [1])], graph_name=graph_name)
-    return g.write(m), f"invalid ONNX model: graph {graph_name!r}: output {ghost!r} is never defined"
+    return g.write(m), f"invalid ONNX model: Graph output '{ghost}' is not an output of any node in graph."
 
 
 @case
@@ -374,7 +374,7 @@ def node_without_op_type(g):
     nodes[victim].op_type = ""
     graph_name = g.name("g")
     m = g.model(nodes, [x], [y], graph_name=graph_name)
-    return g.write(m), (f"invalid ONNX model: graph {graph_name!r}: node {nodes[victim].name!r} has no op type")
+    return g.write(m), "invalid ONNX model: Field 'op_type' of 'node' is required to be non-empty."
 
 
 @case
@@ -419,8 +419,8 @@ def subgraph_undefined_input(g):
         then_graph, else_graph = else_graph, then_graph
     bad = then_graph if then_graph.node[0].input[0] == ghost else else_graph
     m = g.model([if_node(g, then_graph, else_graph, c, y)], [vi(c, [], TensorProto.BOOL), vi(x, shape)], [vi(y, shape)])
-    return g.write(m), (f"invalid ONNX model: graph {bad.name!r}: node {label(bad.node[0])} reads {ghost!r}, which is "
-                        "never defined")
+    return g.write(m), (f"invalid ONNX model: Nodes in a graph must be topologically sorted, however input '{ghost}' of node: name: {bad.node[0].name} OpType: "
+                        f"{bad.node[0].op_type} is not output of any previous nodes.")
 
 
 @case
@@ -434,7 +434,8 @@ def subgraph_cycle(g):
     body = helper.make_graph(body_nodes, g.name("body"), [], [vi(out, shape)])
     other = branch(g, x, g.name("e"), shape)
     m = g.model([if_node(g, body, other, c, y)], [vi(c, [], TensorProto.BOOL), vi(x, shape)], [vi(y, shape)])
-    return g.write(m), f"invalid ONNX model: graph {body.name!r} has a cycle through nodes"
+    return g.write(m), (f"invalid ONNX model: Nodes in a graph must be topologically sorted, however input '{b}' of node: name: {body_nodes[0].name} OpType: Add is not output of any "
+                        "previous nodes.")
 
 
 def nested_ifs(g, depth):
@@ -488,7 +489,8 @@ def recursive_function(g):
     m = g.model([helper.make_node(fname, [x], [y], domain="local", name=g.name("n"))], [vi(x, shape)], [vi(y, shape)],
                 opsets=[("", OPSET), ("local", 1)])
     m.functions.append(function)
-    return g.write(m), f"invalid ONNX model: model-local function {fname!r} calls itself (recursion is not allowed)"
+    return g.write(m), (f"invalid ONNX model: Cycle detected in model-local function references: local::{fname} -> "
+                        f"local::{fname}. Model-local functions must not be recursive.")
 
 
 # -- absurd shapes ----------------------------------------------------------------------------------
@@ -622,22 +624,24 @@ def tensor_without_data(g):
     w = g.name("w")
     shape = g.shape(2)
     t = TensorProto(name=w, data_type=TensorProto.FLOAT, dims=shape)
-    return g.write(add_with(g, t)), f"malformed tensor: initializer {w!r} has shape {shape} of FLOAT but holds no data"
+    return g.write(add_with(g, t)), (f"invalid ONNX model: TensorProto (tensor name: {w}) should contain one and only "
+                                     "one value field.")
 
 
 @case
 def tensor_two_data_fields(g):
     w = g.name("w")
     t = TensorProto(name=w, data_type=TensorProto.FLOAT, dims=[1], float_data=[1.0], raw_data=b"\0\0\0\0")
-    return g.write(add_with(g, t)), (f"malformed tensor: initializer {w!r} stores its data in more than one field "
-                                     "(float_data, raw_data)")
+    return g.write(add_with(g, t)), (f"invalid ONNX model: TensorProto (tensor name: {w}) should contain one and only one "
+                                     "value field.")
 
 
 @case
 def tensor_data_in_wrong_field(g):
     w = g.name("w")
     t = TensorProto(name=w, data_type=TensorProto.FLOAT, dims=[2], int64_data=[1, 2])
-    return g.write(add_with(g, t)), f"malformed tensor: initializer {w!r}: FLOAT data stored in int64_data"
+    return g.write(add_with(g, t)), ("invalid ONNX model: values of data_type '1' should be stored in field 'float_data' "
+                                     "instead of 'int64_data'")
 
 
 @case
@@ -658,7 +662,7 @@ def string_tensor_raw_data(g):
     t = TensorProto(name=w, data_type=TensorProto.STRING, dims=[1], raw_data=b"abc")
     x, y = g.name("x"), g.name("y")
     m = g.model([helper.make_node("Identity", [x], [y], name=g.name("n"))], [vi(x, [1])], [vi(y, [1])], [t])
-    return g.write(m), f"malformed tensor: initializer {w!r}: STRING data cannot be raw bytes"
+    return g.write(m), f"invalid ONNX model: STRING data (tensor name: {w}) should not be stored in raw_data field"
 
 
 # -- attributes -------------------------------------------------------------------------------------

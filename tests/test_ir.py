@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pathlib
 import sys
 
 import numpy as np
@@ -14,6 +13,7 @@ from onnx import TensorProto, helper
 from mepkit import const, make_model, tensor
 from mobile_ep import model_io as mir
 from mobile_ep.errors import ModelError
+from mobile_ep.passes.load import load_for_analysis
 
 
 def model_with_external_weights(tmp_path):
@@ -100,7 +100,6 @@ def test_model_from_load_for_analysis_outlives_its_work_folder(tmp_path):
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
-    from mobile_ep import pipeline as api
 
     weight = np.arange(64 * 16, dtype=np.float32).reshape(64, 16)  # 4 KB: written to the side file
     graph = helper.make_graph(
@@ -111,89 +110,8 @@ def test_model_from_load_for_analysis_outlives_its_work_folder(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
     with tempfile.TemporaryDirectory() as work:
-        model = api.load_for_analysis(path, work)
+        model = load_for_analysis(path, work)
     np.testing.assert_array_equal(model.graph.initializers["w"].const_value.numpy(), weight)
-
-
-def _copied_skeleton(proto):
-    """What :func:`mobile_ep.model_io._skeleton` copied for every model before it learnt to return the model itself."""
-    skeleton = onnx.ModelProto(ir_version=proto.ir_version)
-    skeleton.opset_import.extend(proto.opset_import)
-    skeleton.functions.extend(proto.functions)
-    skeleton.graph.name = proto.graph.name
-    for field in ("node", "input", "output", "value_info", "initializer"):
-        getattr(skeleton.graph, field).extend(getattr(proto.graph, field))
-    return skeleton
-
-
-def test_shape_check_infers_on_the_model_itself_when_nothing_is_left_out():
-    """check_inferred_shapes infers on the model itself (no copy) when it has no large or external weights
-    to leave out: the inferred types and shapes are those of the copy it made before, dynamic dims too."""
-    from mepkit import LIGHT_MODELS
-
-    dynamic = make_model([helper.make_node("Shape", ["x"], ["s"], name="shape"),
-                          helper.make_node("ConstantOfShape", ["s"], ["z"], name="zeros"),
-                          helper.make_node("Add", ["x", "b"], ["y"], name="add")],
-                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", None, 4])],
-                         [tensor("y", ["N", None, 4]), tensor("z", None)],
-                         [const("b", np.ones(4, np.float32))])
-    dynamic.graph.value_info.append(helper.make_tensor_value_info("s", TensorProto.INT64, [3]))
-    protos = [mir.read_proto(path) for path in LIGHT_MODELS] + [dynamic]
-    for proto in protos:
-        assert mir._skeleton(proto) is proto
-        infer = lambda m: onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False,  # noqa: E731
-                                                            data_prop=True)
-        mine, copied = infer(proto).graph, infer(_copied_skeleton(proto)).graph
-        assert list(mine.value_info) == list(copied.value_info)
-        assert list(mine.output) == list(copied.output)
-        mir.check_inferred_shapes(proto)
-
-
-def test_shape_check_gives_the_same_answers_without_the_compiled_read_or_onnxs_cpp_entry_point(monkeypatch):
-    """Without mobile_ep._speedups every model is parsed and inspected in Python, and where onnx has no
-    onnx_cpp2py_export.shape_inference its public infer_shapes gives the same bytes to read: a plain model
-    passes and a value of 2^40 elements is refused, either way."""
-    plain = make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [tensor("x", [2, 3])],
-                       [tensor("y", [2, 3])])
-    absurd = make_model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill")], [],
-                        [tensor("y", None)], [const("s", np.array([2**20, 2**20], np.int64))])
-    expected = mir._inferred_bytes(absurd)
-
-    def answers():
-        mir.check_inferred_shapes(plain)
-        with pytest.raises(ModelError, match="absurd shape: value 'y' would have 1,099,511,627,776 elements"):
-            mir.check_inferred_shapes(absurd)
-
-    answers()
-    with monkeypatch.context() as patch:
-        patch.setattr(mir._accel, "speedups", None)
-        answers()
-    with monkeypatch.context() as patch:
-        patch.setitem(sys.modules, "onnx.onnx_cpp2py_export", None)  # (the import raises ImportError)
-        public = []
-        real = onnx.shape_inference.infer_shapes
-        patch.setattr(onnx.shape_inference, "infer_shapes", lambda *a, **k: public.append(k) or real(*a, **k))
-        assert onnx.ModelProto.FromString(mir._inferred_bytes(absurd)) == onnx.ModelProto.FromString(expected)
-        assert public == [{"check_type": False, "strict_mode": False, "data_prop": True}]
-        answers()
-
-
-def test_shape_check_copies_the_model_without_large_or_external_weights(tmp_path):
-    big = const("w", np.ones((128, 256), np.float32))  # 128 KB: over the skeleton's 64 KB
-    proto = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
-                       [tensor("x", [1, 128])], [tensor("y", [1, 256])], [big])
-    skeleton = mir._skeleton(proto)
-    assert skeleton is not proto and not skeleton.graph.initializer[0].raw_data
-    path, _ = model_with_external_weights(tmp_path)
-    external = onnx.load(str(path), load_external_data=False)
-    skeleton = mir._skeleton(external)
-    assert skeleton is not external and not skeleton.graph.initializer[0].external_data
-    sparse = onnx.ModelProto()
-    sparse.CopyFrom(proto)
-    del sparse.graph.initializer[:]
-    sparse.graph.initializer.append(const("w", np.ones((4, 4), np.float32)))
-    sparse.graph.sparse_initializer.add().values.name = "unused"
-    assert mir._skeleton(sparse) is not sparse  # the copy leaves sparse initializers out, as before
 
 
 @pytest.mark.parametrize(("entries", "message"), [
@@ -222,155 +140,117 @@ def test_every_external_tensor_is_inspected_though_locations_are_judged_once(tmp
         mir.read_proto(bad)
 
 
-def _inference_input_field_by_field(proto):
-    """What :func:`mobile_ep.model_io._inference_input` built, field by field, before it copied models whole."""
-    import math
-
-    skeleton = onnx.ModelProto(ir_version=proto.ir_version)
-    skeleton.opset_import.extend(proto.opset_import)
-    skeleton.functions.extend(proto.functions)
-    graph, source = skeleton.graph, proto.graph
-    graph.name = source.name
-    for field in ("node", "input", "output", "value_info"):
-        getattr(graph, field).extend(getattr(source, field))
-    listed = {value.name for value in source.input}
-    for t in source.initializer:
-        if t.name not in listed:
-            listed.add(t.name)
-            graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, t.dims))
-        size = (sum(len(s) for s in t.string_data) if t.data_type == TensorProto.STRING
-                else mir._nbytes(t.data_type, math.prod(t.dims)))
-        if t.data_location != TensorProto.EXTERNAL and size is not None and size <= 1000:
-            graph.initializer.append(t)
-    return skeleton
-
-
-def test_shape_inference_input_is_the_same_however_it_is_built(tmp_path):
-    """from_proto's inference input (weights over 1000 bytes left out, initializers as inputs) is built by
-    copying the model whole when little is left out: it equals the field-by-field copy, byte for byte, on
-    onnxruntime's optimized light_* models, the originals, external and large embedded weights, scalars,
-    strings, functions, and models with sparse initializers or training graphs (which take the other way)."""
-    from mepkit import LIGHT_MODELS
-
-    protos = [mir.read_proto(path) for path in LIGHT_MODELS]
-    for name in ("squeezenet", "inception_v1", "shufflenet"):  # optimized: weights external (small ones kept)
-        work = tmp_path / name
-        work.mkdir()
-        protos.append(mir.read_proto(mir.ort_optimized(LIGHT_MODELS[0].parent / f"light_{name}.onnx", work)))
-    path, _ = model_with_external_weights(tmp_path)
-    protos.append(onnx.load(str(path), load_external_data=False))
-    mixed = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
-                        helper.make_node("Add", ["y", "s"], ["z"], name="add"),
-                        helper.make_node("Identity", ["names"], ["n"], name="id")],
-                       [tensor("x", [1, 128])], [tensor("z", [1, 256]), tensor("n", [2], TensorProto.STRING)],
-                       [const("w", np.ones((128, 256), np.float32)), const("s", np.float32(2)),
-                        helper.make_tensor("names", TensorProto.STRING, [2], [b"a", b"b"])])
-    mixed.doc_string, mixed.producer_name, mixed.graph.doc_string = "doc", "test", "graph doc"
-    mixed.functions.add().CopyFrom(helper.make_function("local", "f", ["a"], ["b"],
-                                                        [helper.make_node("Identity", ["a"], ["b"])],
-                                                        [helper.make_opsetid("", 13)]))
-    protos.append(mixed)
-    small = onnx.ModelProto()
-    small.CopyFrom(mixed)
-    small.graph.initializer[0].CopyFrom(const("w", np.ones((128, 2), np.float32)))  # 1 KB: left out, copied whole
-    protos.append(small)
-    for extra in ("sparse_initializer", "training_info"):
-        other = onnx.ModelProto()
-        other.CopyFrom(small)
-        if extra == "sparse_initializer":
-            other.graph.sparse_initializer.add().values.name = "unused"
-        else:
-            other.training_info.add().algorithm.name = "training"
-        protos.append(other)
-    for proto in protos:
-        before = proto.SerializeToString()
-        built = mir._inference_input(proto)
-        assert built.SerializeToString() == _inference_input_field_by_field(proto).SerializeToString()
-        assert proto.SerializeToString() == before
-
-
-def _rss_bytes():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * 4096
-
-
-def _glibc_with_mallinfo2():
-    """glibc as release_memory loads it; the test skips where it is not glibc 2.33 or later."""
-    try:
-        libc = mir._libc()
-    except (OSError, AttributeError):
-        pytest.skip("not glibc")
-    if getattr(libc, "mallinfo2", None) is None:
-        pytest.skip("glibc before 2.33 (always trims)")
-    return libc
-
-
-@pytest.mark.skipif(not pathlib.Path("/proc/self/statm").exists(), reason="needs Linux")
-def test_release_memory_gives_a_large_free_heap_back():
-    """After a session, release_memory trims glibc's heap when much of it is free (as after a large model's
-    session); less than RELEASE_MIN_FREE_BYTES free is kept for the next allocations (a few ms saved)."""
-    libc = _glibc_with_mallinfo2()
-    large = [bytearray(1000) for _ in range(300_000)]  # 300 MB of heap chunks, freed below
-    pin = bytearray(1000)  # above them: freeing them does not shrink the heap by itself
-    del large
-    assert mir._free_heap_bytes(libc) >= mir.RELEASE_MIN_FREE_BYTES
-    before = _rss_bytes()
-    mir.release_memory()
-    assert before - _rss_bytes() > 100 * 2**20
-    del pin
-
-
-@pytest.mark.skipif(not pathlib.Path("/proc/self/statm").exists(), reason="needs Linux")
-def test_release_memory_keeps_what_a_light_models_session_frees():
-    """The 100-200 MB a light_resnet50 or light_shufflenet session leaves free stay for the next allocations
-    (trimming them took about 10 ms); RELEASE_MIN_FREE_BYTES is 256 MB."""
-    libc = _glibc_with_mallinfo2()
-    libc.malloc_trim(0)
-    large = [bytearray(1000) for _ in range(150_000)]  # 150 MB of heap chunks, freed below
-    pin = bytearray(1000)
-    del large
-    free = mir._free_heap_bytes(libc)
-    assert 100 * 2**20 < free < mir.RELEASE_MIN_FREE_BYTES
-    before = _rss_bytes()
-    mir.release_memory()
-    assert before - _rss_bytes() < 50 * 2**20  # kept
-    del pin
-
-
-def test_whether_a_skeleton_is_needed_is_read_off_the_bytes_as_python_decides_it(tmp_path, monkeypatch):
-    """_speedups.needs_skeleton answers what `_skeleton(proto) is not proto` answers: on every ONNX node test,
-    the light models, and models with large, external or sparse weights or training information.  With the
-    file size given, check_inferred_shapes then infers on the model's own bytes (no _skeleton call) and
-    answers as before."""
-    from mepkit import LIGHT_MODELS
-    from mobile_ep.testing import onnx_node_cases
-
-    speedups = mir._accel.speedups
-    if speedups is None:
-        pytest.skip("the C extension is not built")
-    big = make_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [tensor("x", [1, 128])],
-                     [tensor("y", [1, 256])], [const("w", np.ones((128, 256), np.float32))])
-    path, _ = model_with_external_weights(tmp_path)
-    sparse = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [tensor("x", [2])], [tensor("y", [2])])
-    sparse.graph.sparse_initializer.add().values.CopyFrom(const("v", np.ones(1, np.float32)))
-    training = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [tensor("x", [2])], [tensor("y", [2])])
-    training.training_info.add()
-    protos = [onnx.ModelProto.FromString(case.model_bytes) for case in onnx_node_cases()]
-    protos += [mir.read_proto(p) for p in LIGHT_MODELS] + [big, onnx.load(str(path), load_external_data=False),
-                                                            sparse, training]
-    for proto in protos:
-        needs = speedups.needs_skeleton(proto.SerializeToString(), mir._ELEMENT_BITS, mir._SKELETON_DATA_MAX_BYTES)
-        assert needs is (mir._skeleton(proto) is not proto)
-    assert speedups.needs_skeleton(big.SerializeToString()[:-5], mir._ELEMENT_BITS, 1 << 16) is None  # truncated
-
-    skeletons = []
-    real = mir._skeleton
-    monkeypatch.setattr(mir, "_skeleton", lambda proto, *a: skeletons.append(proto) or real(proto, *a))
-    plain = mir.read_proto(LIGHT_MODELS[0])
-    mir.check_inferred_shapes(plain, size=LIGHT_MODELS[0].stat().st_size)
-    mir.check_inferred_shapes(big, size=big.ByteSize())
-    assert skeletons == [big]  # (only the model with weights to leave out was copied)
+def test_absurd_inferred_shapes_are_refused_and_plain_models_pass():
+    """A file of a few bytes whose ConstantOfShape would make onnxruntime allocate 2^40 floats is refused
+    (shape inference with data propagation finds it); a plain model, or one with dynamic dims, passes."""
+    plain = make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [tensor("x", ["N", 3])],
+                       [tensor("y", ["N", 3])])
+    mir.check_inferred_shapes(plain)
     absurd = make_model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill")], [],
                         [tensor("y", None)], [const("s", np.array([2**20, 2**20], np.int64))])
-    with pytest.raises(ModelError, match="absurd shape: value 'y' would have 1,099,511,627,776 elements"):
-        mir.check_inferred_shapes(absurd, size=absurd.ByteSize())
+    with pytest.raises(ModelError, match="absurd shape: graph output 'y' would have 1,099,511,627,776 elements"):
+        mir.check_inferred_shapes(absurd)
+
+
+def test_shape_inference_leaves_inputs_and_initializers_as_they_were(tmp_path):
+    """Inference sends large initializers to onnx as inputs without their data, then puts everything back:
+    the same inputs, the same initializers in the same order, the same (external, unread) tensors."""
+    path, _ = model_with_external_weights(tmp_path)
+    proto = onnx.load(str(path), load_external_data=False)
+    proto.graph.initializer.append(onnx.numpy_helper.from_array(np.float32(2), "two"))
+    proto.graph.node.append(helper.make_node("Mul", ["y", "two"], ["z"], name="mul"))
+    proto.graph.output.append(tensor("z", None))
+    model = mir.from_proto(proto, base_dir=tmp_path, shapes=False)
+    before = ([v.name for v in model.graph.inputs], list(model.graph.initializers),
+              [v.const_value for v in model.graph.initializers.values()])
+    mir.infer_shapes(model)
+    assert ([v.name for v in model.graph.inputs], list(model.graph.initializers),
+            [v.const_value for v in model.graph.initializers.values()]) == before
+    assert list(model.graph.outputs[1].shape) == [1, 64]
+    assert model.graph.initializers["w"].const_value.__class__.__name__ == "ExternalTensor"
+
+
+def test_canonical_ort_files_load_and_do_not_depend_on_the_process(tmp_path):
+    """onnxruntime writes the kernel-type-string tables of an ORT format file in a per-process order; the
+    file is rewritten sorted, and onnxruntime loads it and computes the same outputs."""
+    import hashlib
+    import subprocess
+
+    from mobile_ep.export.ort_format import write_ort
+    from mobile_ep.samples import write_sample
+
+    source = write_sample(tmp_path)
+    script = "import sys; from mobile_ep.export.ort_format import write_ort; write_ort(sys.argv[1], sys.argv[2])"
+    digests = set()
+    for i in range(2):
+        subprocess.run([sys.executable, "-c", script, str(source), str(tmp_path / f"m{i}.ort")], check=True)
+        digests.add(hashlib.sha256((tmp_path / f"m{i}.ort").read_bytes()).hexdigest())
+    assert len(digests) == 1
+    write_ort(source, tmp_path / "here.ort")
+    x = {i.name: np.ones([d if isinstance(d, int) else 1 for d in i.shape], np.float32)
+         for i in ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).get_inputs()}
+    expected = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).run(None, x)
+    got = ort.InferenceSession(str(tmp_path / "here.ort"), providers=["CPUExecutionProvider"]).run(None, x)
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-6)
+
+
+class _WeightSign:
+    """A backend whose rule takes a Conv whose weights are all positive: it reads a large initializer."""
+
+    @staticmethod
+    def make():
+        import mobile_ep
+
+        class Rule(mobile_ep.OpRule):
+            op_types = ("Conv",)
+
+            def check(self, unit, ctx):
+                """weights all positive"""
+                weights = np.asarray(ctx.constant(unit.inputs[1].value))
+                if not (weights > 0).all():
+                    return mobile_ep.Support.no(f"weights not all positive (sum {float(weights.sum()):.6g})")
+                return mobile_ep.SUPPORTED
+
+        class Backend(mobile_ep.Backend):
+            name = "sign"
+
+            def build_rules(self):
+                return mobile_ep.RuleRegistry([Rule()])
+
+        return Backend()
+
+
+@pytest.mark.parametrize("low", [-1.0, 0.5])
+def test_check_reads_the_large_weights_a_rule_asks_for(tmp_path, low):
+    """Weights of 1 KiB and more go to the optimized model's side file; a rule that reads them gets
+    onnxruntime's values, memory-mapped from there."""
+    from mepkit import ToyPlugin
+    from mobile_ep import pipeline as api
+    from mobile_ep.contract.plugins import make_plugins
+
+    weights = [np.linspace(low, 2, 16 * 16 * 3 * 3, dtype=np.float32).reshape(16, 16, 3, 3) * (i + 1)
+               for i in range(2)]  # 9 KiB each
+    model = make_model([helper.make_node("Conv", ["x", "w0"], ["h"], pads=[1, 1, 1, 1]),
+                        helper.make_node("Conv", ["h", "w1"], ["y"], pads=[1, 1, 1, 1])],
+                       [tensor("x", [1, 16, 8, 8])], [tensor("y", [1, 16, 8, 8])],
+                       [const(f"w{i}", w) for i, w in enumerate(weights)])
+    path = tmp_path / "conv.onnx"
+    path.write_bytes(model.SerializeToString())
+    plugins = make_plugins(entry_points=False)
+    plugins.register(ToyPlugin(_WeightSign.make()), name="sign-plugin")
+    result = api.check(path, plugins=plugins)
+    assert result.backends["sign"].supported_nodes == (0 if low < 0 else 2)
+    reasons = [r.reason for r in result.backends["sign"].unsupported]
+    expected = [f"Conv: weights not all positive (sum {float(w.sum()):.6g})" for w in weights]
+    assert reasons == (expected if low < 0 else [])
+
+
+def test_a_large_weight_is_not_an_absurd_value(tmp_path, monkeypatch):
+    """The limits are for values a model computes (or declares as inputs): a stored weight larger than
+    MAX_VALUE_BYTES is onnxruntime's to load, not refused (here the limit is lowered under the weight)."""
+    path, _ = model_with_external_weights(tmp_path)  # 16 KiB of weights
+    monkeypatch.setattr(mir, "MAX_VALUE_BYTES", 8192)
+    mir.validate(path)
+    monkeypatch.setattr(mir, "MAX_VALUE_BYTES", 128)  # the input's and the output's 256 bytes are values
+    with pytest.raises(ModelError, match="absurd shape: graph input 'x' would have 64 elements"):
+        mir.validate(path)

@@ -129,11 +129,10 @@ def test_save_switches_to_external_data_above_the_single_file_limit(tmp_path, mo
     assert sorted(p.name for p in out.parent.iterdir()) == ["small.onnx"]
 
 
-def test_large_weights_are_streamed_into_one_file(tmp_path, monkeypatch):
+def test_external_weights_are_embedded_when_saved_as_one_file(tmp_path):
     import onnxruntime as ort
 
     model_path, size = write_large_model(tmp_path / "m", layers=3, k=64)
-    monkeypatch.setattr(mir, "_STREAM_EMBED_BYTES", 0)  # stream even these small weights
     model = mir.load(model_path)
     model.graph.initializers["w1"].const_value = ir.tensor(np.eye(64, dtype=np.float32))  # one from memory
     out = mir.save(model, tmp_path / "out" / "one.onnx")
@@ -147,6 +146,8 @@ def test_large_weights_are_streamed_into_one_file(tmp_path, monkeypatch):
     x = np.arange(64, dtype=np.float32)[None]
     (y,) = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_allclose(y, np.full((1, 64), x.sum() / 64), rtol=1e-5)
+    # the model itself still maps its weights from the input's file
+    assert isinstance(model.graph.initializers["w0"].const_value, ir.ExternalTensor)
 
 
 def test_convert_skips_the_ort_file_when_it_cannot_hold_the_weights(tmp_path, monkeypatch, plugins, caplog):
@@ -166,44 +167,19 @@ def test_convert_skips_the_ort_file_when_it_cannot_hold_the_weights(tmp_path, mo
     assert "ort" not in report["outputs"] and [v["ok"] for v in report["verification"]] == [True]
 
 
-def test_ort_format_fits_measures_inline_files_by_size_and_adds_up_external_data(tmp_path, monkeypatch):
+def test_ort_format_fits_counts_the_file_and_its_external_data(tmp_path, monkeypatch):
+    from mobile_ep.export.ort_format import ort_format_fits
+
     model_path, size = write_large_model(tmp_path / "m", layers=2, k=64)
     inline = mir.save(mir.load(model_path), tmp_path / "inline" / "one.onnx")
-    assert mir._identity(inline, inline.stat()) in mir._SAVED_WHOLE  # saved whole: measured by its size
-    assert not mir._may_have_external_data(inline)  # and a scan of its bytes would tell the same
     monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", inline.stat().st_size)
-    assert mir.ort_format_fits(inline)
+    assert ort_format_fits(inline)
     monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", inline.stat().st_size - 1)
-    assert not mir.ort_format_fits(inline)
+    assert not ort_format_fits(inline)
     # weights in a side file: the small .onnx alone would fit, the weights it refers to do not
     monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", size - 1)
     split = mir.save(mir.load(model_path), tmp_path / "split" / "two.onnx")
-    assert split.stat().st_size < MiB and mir._may_have_external_data(split)
-    assert mir._identity(split, split.stat()) not in mir._SAVED_WHOLE
-    assert not mir.ort_format_fits(split)
+    assert split.stat().st_size < MiB
+    assert not ort_format_fits(split)
     monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", split.stat().st_size + size)
-    assert mir.ort_format_fits(split)
-
-
-def test_ort_format_fits_parses_an_inline_model_whose_bytes_look_like_a_location_entry(tmp_path):
-    # a weight whose bytes happen to spell the encoded "location" key: the scan cannot tell, the parse can
-    raw = np.frombuffer(mir._LOCATION_KEY + b"\0" * (16 - len(mir._LOCATION_KEY)), dtype=np.uint8)
-    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.UINT8, [16])],
-                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [16])],
-                              [onnx.numpy_helper.from_array(raw.copy(), "w")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    path = tmp_path / "tricky.onnx"
-    onnx.save(model, str(path))
-    assert mir._may_have_external_data(path)
-    assert mir.ort_format_fits(path)
-
-
-def test_ort_format_fits_reads_a_file_changed_since_it_was_saved_whole(tmp_path, monkeypatch):
-    model_path, size = write_large_model(tmp_path / "m", layers=2, k=64)
-    path = mir.save(mir.load(model_path), tmp_path / "out" / "m.onnx")
-    monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", size - 1)
-    mir.save(mir.load(model_path), tmp_path / "side" / "m.onnx")  # a small .onnx + its weights in m.onnx.data
-    (tmp_path / "side" / "m.onnx").replace(path)  # now in place of the file saved whole
-    (tmp_path / "side" / "m.onnx.data").replace(path.parent / "m.onnx.data")
-    assert not mir.ort_format_fits(path)  # its weights are counted, not its size
+    assert ort_format_fits(split)

@@ -21,6 +21,7 @@ from mobile_ep import pipeline as api
 from mobile_ep.cli.main import main
 from mobile_ep.contract.plugins import make_plugins
 from mobile_ep.options import Options
+from mobile_ep.passes import fold_constants
 
 INSTALLED = sorted(make_plugins().backends())
 BUILTIN = [name for name in ("nnapi", "coreml") if name in INSTALLED]
@@ -249,7 +250,7 @@ def test_cpu_nodes_get_ort_fusions_and_claimed_nodes_stay_plain(tmp_path):
 
 def randomized(model_path, tmp_path, seed=0):
     """The light model after ORT's basic optimizations, with He-scaled random weights."""
-    optimized = mir.ort_optimized(model_path, tmp_path)
+    optimized = fold_constants.ort_optimized(model_path, tmp_path)
     proto = onnx.load(optimized)
     rng = np.random.default_rng(seed)
     for t in proto.graph.initializer:

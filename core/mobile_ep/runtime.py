@@ -61,7 +61,7 @@ class Verification:
 def _session(path: str | os.PathLike):
     import onnxruntime as ort
 
-    from mobile_ep.model_io import ort_model_source
+    from mobile_ep.export.ort_format import ort_model_source
 
     so = ort.SessionOptions()
     so.log_severity_level = 3

@@ -1,14 +1,19 @@
-"""Exporters: the EP-aware model as ONNX and as ORT format (through onnxruntime's own conversion)."""
+"""ORT format: the EP-aware model converted by onnxruntime itself, made byte-for-byte deterministic; and
+how a model file is handed to an onnxruntime session."""
 
 from __future__ import annotations
 
+import mmap
 import os
 import pathlib
+
+import onnx
+import onnx_ir as ir
 
 from mobile_ep import model_io as mir
 from mobile_ep.errors import ModelError
 
-__all__ = ["write_ort", "ort_format_ops"]
+__all__ = ["write_ort", "ort_format_ops", "ort_format_fits", "ort_model_source", "canonicalize_ort_file"]
 
 
 def write_ort(onnx_path: str | os.PathLike, ort_path: str | os.PathLike) -> pathlib.Path:
@@ -21,6 +26,8 @@ def write_ort(onnx_path: str | os.PathLike, ort_path: str | os.PathLike) -> path
     """
     import onnxruntime as ort
 
+    from mobile_ep.passes.fold_constants import lean_session_options  # (that module imports this one)
+
     target = pathlib.Path(ort_path)
     with mir.atomic_path(target) as tmp:
         so = ort.SessionOptions()
@@ -31,7 +38,7 @@ def write_ort(onnx_path: str | os.PathLike, ort_path: str | os.PathLike) -> path
         so.add_session_config_entry("optimization.minimal_build_optimizations", "save")
         # Mobile targets are ARM: keep int8 QDQ as is (ORT's converter sets this for --target_platform arm).
         so.add_session_config_entry("session.qdqisint8allowed", "1")
-        mir.lean_session_options(so)  # only written, never run: same file, less time and memory
+        lean_session_options(so)  # only written, never run: same file, less time and memory
         try:
             ort.InferenceSession(
                 str(onnx_path), so, providers=["CPUExecutionProvider"], disabled_optimizers=["NchwcTransformer"]
@@ -39,8 +46,7 @@ def write_ort(onnx_path: str | os.PathLike, ort_path: str | os.PathLike) -> path
         except Exception as exc:
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ModelError(f"onnxruntime could not convert {onnx_path} to ORT format: {message}") from None
-        mir.canonicalize_ort_file(tmp)  # onnxruntime's hash-map order differs per process: same model, same bytes
-    mir.release_memory()
+        canonicalize_ort_file(tmp)  # onnxruntime's hash-map order differs per process: same model, same bytes
     return target
 
 
@@ -58,3 +64,145 @@ def ort_format_ops(ort_path: str | os.PathLike) -> set[str]:
         op = node.OpType().decode()
         ops.add(op if domain in ("", "ai.onnx") else f"{domain}:{op}")
     return ops
+
+
+def ort_format_fits(path: str | os.PathLike) -> bool:
+    """Whether the model at *path*, weights included (external data too), fits in one ORT format file
+    (flatbuffers: 2 GB; :data:`mobile_ep.model_io.SINGLE_FILE_MAX_BYTES`)."""
+    p = pathlib.Path(path)
+    total = p.stat().st_size
+    if total <= mir.SINGLE_FILE_MAX_BYTES:
+        proto = onnx.load_model(str(p), format="protobuf", load_external_data=False)
+        model = ir.serde.deserialize_model(proto)
+        total += sum(value.const_value.nbytes for graph in model.graphs() for value in graph.initializers.values()
+                     if isinstance(value.const_value, ir.ExternalTensor))
+    return total <= mir.SINGLE_FILE_MAX_BYTES
+
+
+def ort_model_source(path: str | os.PathLike, options) -> str | bytes:
+    """What to hand ``onnxruntime.InferenceSession`` for the model at *path* (a file already read with
+    :func:`mobile_ep.model_io.read_proto`, or one of ours).
+
+    The path itself, unless the file's IR version is newer than onnxruntime reads (recent ``onnx`` writes
+    IR 14, which onnxruntime 1.31 refuses): then the model's bytes with the IR version lowered to
+    :data:`mobile_ep.model_io.MAX_IR_VERSION`, and *options* (a ``SessionOptions``) told to read external
+    data from the model's folder.
+    """
+    from onnxruntime.tools.ort_format_model.ort_flatbuffers_py.fbs import InferenceSession
+
+    p = pathlib.Path(path)
+    with open(p, "rb") as f:
+        head = f.read(8)
+    if len(head) == 8 and InferenceSession.InferenceSession.InferenceSessionBufferHasIdentifier(head, 0):
+        return str(p)  # an ORT format model: onnxruntime reads it as it is
+    proto = onnx.load_model(str(p), format="protobuf", load_external_data=False)
+    if proto.ir_version <= mir.MAX_IR_VERSION:
+        return str(p)
+    proto.ir_version = mir.MAX_IR_VERSION
+    options.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                     str(p.parent.resolve()))
+    return proto.SerializeToString()
+
+
+def canonicalize_ort_file(path: str | os.PathLike) -> None:
+    """Rewrite an ORT format file so that the same model always gives the same bytes.
+
+    onnxruntime serializes its kernel-type-string resolver from hash maps whose order changes from one
+    process to the next, so two conversions of one model differ in a few hundred bytes before the model
+    itself.  The session table and the resolver are built again here, sorted (flatbuffers' ``Builder`` and
+    the schema's generated functions, which onnxruntime ships).  The model, which onnxruntime writes first
+    and so sits at the end of the buffer, is copied byte for byte at the same distance from the end, which
+    keeps every offset and alignment in it valid; it is streamed, never held in memory.  Files of another
+    layout are left as they are.
+    """
+    import flatbuffers
+    from onnxruntime.tools.ort_format_model.ort_flatbuffers_py.fbs import (
+        ArgTypeAndIndex,
+        InferenceSession,
+        KernelTypeStrArgsEntry,
+        KernelTypeStrResolver,
+        OpIdKernelTypeStrArgsEntry,
+    )
+
+    p = pathlib.Path(path)
+    total = p.stat().st_size
+    if total < 8:
+        return
+    with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if not InferenceSession.InferenceSession.InferenceSessionBufferHasIdentifier(data, 0):
+            return
+        session = InferenceSession.InferenceSession.GetRootAs(data, 0)
+        model, resolver = session.Model(), session.KernelTypeStrResolver()
+        if model is None or resolver is None or session._tab.Offset(8):  # 8: the deprecated session_state
+            return
+        # The model's region starts at its table or at its vtable, which flatbuffers writes just before it.
+        table = model._tab.Pos
+        model_pos = min(table, table - int.from_bytes(data[table:table + 4], "little", signed=True))
+        version = session.OrtVersion()
+        entries = []
+        for i in range(resolver.OpKernelTypeStrArgsLength()):
+            entry = resolver.OpKernelTypeStrArgs(i)
+            kernel_args = []
+            for j in range(entry.KernelTypeStrArgsLength()):
+                item = entry.KernelTypeStrArgs(j)
+                args = [(item.Args(k).ArgType(), item.Args(k).Index()) for k in range(item.ArgsLength())]
+                kernel_args.append((item.KernelTypeStr().decode(), args))
+            entries.append((entry.OpId().decode(), sorted(kernel_args)))
+    if model_pos < 8:
+        return
+    # flatbuffers counts offsets and alignments from the end of the buffer: the new head is built as if the
+    # model followed it directly, with a gap of zeros in between that keeps the file's length a multiple of
+    # the old file's alignment (and so every byte of the model at its alignment).
+    tail = total - model_pos
+    align = 8
+    while align < 4096 and total % (align * 2) == 0:
+        align *= 2
+    gap = -tail % align
+    b = flatbuffers.Builder(4096)
+    b.Prep(align, 0)
+
+    def vector(start, offsets: list[int]) -> int:
+        start(b, len(offsets))
+        for offset in reversed(offsets):
+            b.PrependUOffsetTRelative(offset)
+        return b.EndVector()
+
+    entry_offsets = []
+    for op_id, kernel_args in sorted(entries):
+        item_offsets = []
+        for kernel_type_str, args in kernel_args:
+            arg_offsets = []
+            for arg_type, index in args:
+                ArgTypeAndIndex.Start(b)
+                ArgTypeAndIndex.AddIndex(b, index)
+                ArgTypeAndIndex.AddArgType(b, arg_type)
+                arg_offsets.append(ArgTypeAndIndex.End(b))
+            args_vector = vector(KernelTypeStrArgsEntry.StartArgsVector, arg_offsets)
+            name = b.CreateString(kernel_type_str)
+            KernelTypeStrArgsEntry.Start(b)
+            KernelTypeStrArgsEntry.AddArgs(b, args_vector)
+            KernelTypeStrArgsEntry.AddKernelTypeStr(b, name)
+            item_offsets.append(KernelTypeStrArgsEntry.End(b))
+        items_vector = vector(OpIdKernelTypeStrArgsEntry.StartKernelTypeStrArgsVector, item_offsets)
+        op = b.CreateString(op_id)
+        OpIdKernelTypeStrArgsEntry.Start(b)
+        OpIdKernelTypeStrArgsEntry.AddKernelTypeStrArgs(b, items_vector)
+        OpIdKernelTypeStrArgsEntry.AddOpId(b, op)
+        entry_offsets.append(OpIdKernelTypeStrArgsEntry.End(b))
+    entries_vector = vector(KernelTypeStrResolver.StartOpKernelTypeStrArgsVector, entry_offsets)
+    KernelTypeStrResolver.Start(b)
+    KernelTypeStrResolver.AddOpKernelTypeStrArgs(b, entries_vector)
+    resolver_offset = KernelTypeStrResolver.End(b)
+    version_offset = b.CreateString(version.decode()) if version is not None else None
+    InferenceSession.Start(b)
+    InferenceSession.AddKernelTypeStrResolver(b, resolver_offset)
+    InferenceSession.AddModel(b, -(gap + table - model_pos))  # negative: past the builder's end, in the model
+    if version_offset is not None:
+        InferenceSession.AddOrtVersion(b, version_offset)
+    b.Finish(InferenceSession.End(b), file_identifier=b"ORTM")
+    with mir.atomic_path(p) as tmp, open(tmp, "wb") as out, open(p, "rb") as source:
+        out.write(b.Output())
+        out.write(bytes(gap))
+        source.seek(model_pos)
+        while chunk := source.read(16 * 2**20):
+            out.write(chunk)

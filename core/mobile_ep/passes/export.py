@@ -13,7 +13,6 @@ import pathlib
 import threading
 from collections.abc import Callable
 
-from mobile_ep import model_io
 from mobile_ep.export import ort_format
 
 __all__ = ["output_paths", "OrtExport"]
@@ -40,7 +39,7 @@ class OrtExport:
 
     def start(self, onnx_path: pathlib.Path, ort_path: pathlib.Path) -> bool:
         """Start converting; False (nothing started) when the model cannot be held in ORT format."""
-        if not model_io.ort_format_fits(onnx_path):
+        if not ort_format.ort_format_fits(onnx_path):
             log.warning("%s: weights too large for ORT format (2 GB limit); no .ort written", onnx_path)
             return False
         self._run(ort_format.write_ort, onnx_path, ort_path)

@@ -18,6 +18,7 @@ import onnx_ir as ir
 from mobile_ep import model_io as mir
 from mobile_ep.contract import Backend
 from mobile_ep.options import Options
+from mobile_ep.passes import fold_constants
 from mobile_ep.passes.partition import PartitionPass
 
 __all__ = ["CpuFusion", "fuse_cpu_nodes", "fuse_and_write", "partition_written"]
@@ -29,7 +30,7 @@ def partition_written(path: pathlib.Path, backend: Backend, work: pathlib.Path, 
                       ) -> tuple[PartitionPass, ir.Model]:
     """What *backend* takes of a written model, after the basic optimizations every ORT session applies."""
     work.mkdir(parents=True, exist_ok=True)
-    model = mir.load(mir.ort_optimized(path, work), check=False)
+    model = mir.load(fold_constants.ort_optimized(path, work), check=False)
     partition = PartitionPass(backend, Options(strict=strict))
     partition(model)
     return partition, model
@@ -137,7 +138,7 @@ def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str |
     so.log_severity_level = 3
     so.add_session_config_entry("session.optimized_model_external_initializers_file_name", opt_path.name + ".data")
     so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1048576")
-    mir.lean_session_options(so)
+    fold_constants.lean_session_options(so)
     try:
         ort.InferenceSession(str(sub_path), so, providers=["CPUExecutionProvider"],
                              disabled_optimizers=["NchwcTransformer"])

@@ -15,6 +15,7 @@ import onnx_ir as ir
 
 from mobile_ep import model_io
 from mobile_ep.options import Options
+from mobile_ep.passes import fold_constants
 from mobile_ep.passes.fix_shapes import FixShapesPass
 
 __all__ = ["validate", "as_ort_sees_it", "load_for_analysis"]
@@ -42,11 +43,11 @@ def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Op
         changes = {name: list(change) for name, change in fix.changes.items()}
         if result.modified:
             source = model_io.save(result.model, work / "fixed.onnx")
-    optimized = model_io.ort_optimized(source, work)
+    optimized = fold_constants.ort_optimized(source, work)
     return model_io.load(optimized, check=False), changes
 
 
 def load_for_analysis(path: str | os.PathLike, work: str | os.PathLike, options: Options | None = None) -> ir.Model:
     """Validate *path*, then :func:`as_ort_sees_it` (the shape changes dropped)."""
     validate(path)
-    return as_ort_sees_it(path, work, options)[0]
+    return model_io.inline_small_weights(as_ort_sees_it(path, work, options)[0])  # (weights < 1 MB outlive *work*)

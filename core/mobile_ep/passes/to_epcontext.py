@@ -59,6 +59,7 @@ from mobile_ep.contract import Backend, RuleContext, op_label
 from mobile_ep.contract.compile import CompiledPartition, CompileError, is_compiling, partition_view
 from mobile_ep.errors import BackendError, UsageError
 from mobile_ep.partitioning.units import build_node_units
+from mobile_ep.passes import fold_constants
 from mobile_ep.runtime import plan_compiled, read_context_file
 
 __all__ = [
@@ -311,7 +312,7 @@ def compile_model(source: str | os.PathLike, backend: Backend, target: str | os.
 
     work = pathlib.Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
-    model = mir.load(mir.ort_optimized(source, work), check=False)
+    model = mir.load(fold_constants.ort_optimized(source, work), check=False)
     partition = PartitionPass(backend, Options(cost_model=use_cost, max_partitions=max_partitions,
                                                min_nodes=min_nodes, strict=strict))
     partition(model)

@@ -16,9 +16,9 @@ import onnxruntime as ort
 from onnx import numpy_helper
 
 from mobile_ep import CompiledPartition, RuleContext
-from mobile_ep import model_io as mir
 from mobile_ep.contract.compile import partition_view
 from mobile_ep.partitioning.units import build_node_units
+from mobile_ep.passes import fold_constants
 from mobile_ep.testing import as_model
 from mobile_ep_coreml import CoreMLBackend
 from mobile_ep_coreml.emulator import load_package
@@ -114,7 +114,7 @@ def randomized(source: str | pathlib.Path, target: pathlib.Path, seed: int = 0) 
     softmax would hide errors)."""
     work = target.parent / f"{target.stem}-ort"
     work.mkdir(parents=True, exist_ok=True)
-    proto = onnx.load(str(mir.ort_optimized(source, work)))
+    proto = onnx.load(str(fold_constants.ort_optimized(source, work)))
     rng = np.random.default_rng(seed)
     role: dict[str, tuple[str, int]] = {}
     for node in proto.graph.node:

@@ -11,6 +11,7 @@ import pytest
 from coreml_testing import MLP, NN, coreml
 
 import mobile_ep.model_io as mir
+from mobile_ep.passes import fold_constants
 from mobile_ep.testing import as_model, proposal, supports_all
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
@@ -57,7 +58,7 @@ def test_no_rule_raises_on_onnx_node_tests(node_test_models):
 
 def _light(name, tmp_path_factory):
     out = tmp_path_factory.mktemp(name)
-    return mir.load(mir.ort_optimized(os.path.join(LIGHT, f"light_{name}.onnx"), out), check=False)
+    return mir.load(fold_constants.ort_optimized(os.path.join(LIGHT, f"light_{name}.onnx"), out), check=False)
 
 
 @FORMATS

@@ -23,6 +23,7 @@ from onnx import helper, numpy_helper
 from mobile_ep import model_io as mir
 from mobile_ep import pipeline as api
 from mobile_ep.options import Options
+from mobile_ep.passes import fold_constants
 from mobile_ep.reports import model as reports
 from mobile_ep.samples import write_sample
 from mobile_ep.testing import registered, smoke_models
@@ -48,7 +49,7 @@ def randomized(source: pathlib.Path, target: pathlib.Path, seed: int = 0) -> pat
     """*source* after onnxruntime's basic optimizations with every float weight replaced by He-scaled noise."""
     work = target.parent / f"{target.stem}-ort"
     work.mkdir(parents=True, exist_ok=True)
-    optimized = mir.ort_optimized(source, work)
+    optimized = fold_constants.ort_optimized(source, work)
     proto = onnx.load(str(optimized))
     rng = np.random.default_rng(seed)
     consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}

@@ -11,6 +11,7 @@ import pytest
 
 import mobile_ep.model_io as mir
 from mobile_ep import Support
+from mobile_ep.passes import fold_constants
 from mobile_ep.testing import proposal, supports_all
 from mobile_ep_nnapi import NnapiBackend
 
@@ -63,7 +64,7 @@ def optimized_light_models(tmp_path_factory):
     result = {}
     for stem in LIGHT_MODELS:
         out = tmp_path_factory.mktemp(stem)
-        result[stem] = mir.load(mir.ort_optimized(LIGHT_DIR / f"{stem}.onnx", out), check=False)
+        result[stem] = mir.load(fold_constants.ort_optimized(LIGHT_DIR / f"{stem}.onnx", out), check=False)
     return result
 
 
