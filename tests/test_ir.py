@@ -254,3 +254,15 @@ def test_a_large_weight_is_not_an_absurd_value(tmp_path, monkeypatch):
     monkeypatch.setattr(mir, "MAX_VALUE_BYTES", 128)  # the input's and the output's 256 bytes are values
     with pytest.raises(ModelError, match="absurd shape: graph input 'x' would have 64 elements"):
         mir.validate(path)
+
+
+def test_shapes_flow_through_ir3_initializers_missing_from_the_inputs():
+    """onnxruntime writes IR 3 models whose folded initializers are not listed as inputs (which onnx's
+    inference then ignores): values computed from them still get their shapes."""
+    proto = make_model([helper.make_node("Add", ["x", "w"], ["s"], name="add"),
+                        helper.make_node("Relu", ["s"], ["y"], name="relu")],
+                       [tensor("x", [2, 3])], [tensor("y", None)], [const("w", np.ones((2, 3), np.float32))],
+                       opset=9, ir_version=3)
+    assert [i.name for i in proto.graph.input] == ["x"]
+    model = mir.from_proto(proto)
+    assert [list(n.outputs[0].shape) for n in model.graph] == [[2, 3], [2, 3]]

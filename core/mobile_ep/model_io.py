@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import logging
 import math
 import os
@@ -33,25 +34,10 @@ from onnx_ir.passes.common import NameFixPass
 from mobile_ep.errors import ModelError
 
 __all__ = [
-    "MAX_IR_VERSION",
-    "MAX_ELEMENTS",
-    "MAX_VALUE_BYTES",
-    "MAX_SUBGRAPH_DEPTH",
-    "KNOWN_DOMAINS",
-    "SINGLE_FILE_MAX_BYTES",
-    "read_proto",
-    "inspect_proto",
-    "validate",
-    "check_inferred_shapes",
-    "load",
-    "from_proto",
-    "infer_shapes",
-    "check_shapes_strictly",
-    "inline_small_weights",
-    "target_ir_version",
-    "prepare_for_save",
-    "save",
-    "atomic_path",
+    "MAX_IR_VERSION", "MAX_ELEMENTS", "MAX_VALUE_BYTES", "MAX_SUBGRAPH_DEPTH", "KNOWN_DOMAINS", "SINGLE_FILE_MAX_BYTES",
+    "read_proto", "inspect_proto", "validate", "check_inferred_shapes",
+    "load", "from_proto", "infer_shapes", "check_shapes_strictly", "inline_small_weights",
+    "target_ir_version", "prepare_for_save", "save", "atomic_path",
 ]
 
 #: Highest ONNX IR version onnxruntime 1.31 accepts (recent onnx releases write 14 by default).
@@ -150,6 +136,15 @@ def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
         yield from attribute.graphs
 
 
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """*graph*, then every subgraph in it at any depth."""
+    stack = [graph]
+    while stack:
+        graph = stack.pop()
+        yield graph
+        stack += [sub for node in graph.node for sub in _subgraphs(node)]
+
+
 class _Guard:
     """One walk over a parsed model: the header, every graph, every tensor and its external data.
 
@@ -210,15 +205,13 @@ class _Guard:
                 raise _Refused(f"unknown domain: node {_node_label(node, index)} is in domain {node.domain!r}, "
                                "which neither ONNX nor onnxruntime implements")
             for attribute in node.attribute:
-                where = f"attribute {attribute.name!r} of node {_node_label(node, index)}"
                 tensors = [attribute.t] if attribute.HasField("t") else []
                 tensors += attribute.tensors
-                for sparse in [attribute.sparse_tensor] if attribute.HasField("sparse_tensor") else []:
-                    tensors += [sparse.values, sparse.indices]
-                for sparse in attribute.sparse_tensors:
-                    tensors += [sparse.values, sparse.indices]
+                sparse = [attribute.sparse_tensor] if attribute.HasField("sparse_tensor") else []
+                for pair in [*sparse, *attribute.sparse_tensors]:
+                    tensors += [pair.values, pair.indices]
                 for tensor in tensors:
-                    self.tensor(tensor, where)
+                    self.tensor(tensor, f"attribute {attribute.name!r} of node {_node_label(node, index)}")
             for sub in _subgraphs(node):
                 if depth + 1 > MAX_SUBGRAPH_DEPTH:
                     raise _Refused(f"subgraphs nested more than {MAX_SUBGRAPH_DEPTH} deep (node "
@@ -389,25 +382,56 @@ def validate(path: str | os.PathLike, proto: onnx.ModelProto | None = None) -> o
     return proto
 
 
+#: Initializers larger than this go to ONNX's shape inference as inputs, without their data (onnx_ir's rule).
+_INFERENCE_DATA_MAX_BYTES = 1000
+
+
+def _inferred(proto: onnx.ModelProto, *, data_prop: bool) -> onnx.ModelProto:
+    """ONNX shape inference of *proto* without the data of its large initializers, every initializer also
+    an input (onnx_ir's rule): only nodes, value infos and small tensors are copied."""
+    source = proto.graph
+    skeleton = onnx.ModelProto(ir_version=proto.ir_version, opset_import=proto.opset_import,
+                               functions=proto.functions)
+    graph = skeleton.graph
+    graph.name = source.name
+    for field in ("node", "input", "output", "value_info", "sparse_initializer"):
+        getattr(graph, field).extend(getattr(source, field))
+    inputs = {value.name for value in source.input}
+    for tensor in source.initializer:  # (under IR 3 onnx reads the type of an initializer only if an input)
+        if tensor.name not in inputs:
+            graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+        if tensor.data_location != _T.EXTERNAL and tensor.ByteSize() <= _INFERENCE_DATA_MAX_BYTES:
+            graph.initializer.append(tensor)
+    return onnx.shape_inference.infer_shapes(skeleton, check_type=False, strict_mode=False, data_prop=data_prop)
+
+
+def _take_shapes(model: ir.Model, inferred: onnx.ModelProto) -> None:
+    """The types and shapes ONNX inferred (*inferred*: the model's value infos and outputs after inference,
+    subgraphs included) on the model's values of the same names."""
+    values = ir.convenience.create_value_mapping(model.graph)
+    for graph in _graphs(inferred.graph):
+        for info in [*graph.value_info, *graph.output]:
+            value = values.get(info.name)
+            if value is not None:
+                shape = ir.serde.deserialize_type_proto_for_shape(info.type)
+                value.shape = shape if shape is not None else value.shape
+                type_ = ir.serde.deserialize_type_proto_for_type(info.type)
+                value.type = type_ if type_ is not None else value.type
+
+
 def check_inferred_shapes(proto: onnx.ModelProto, label: str = "model") -> None:
     """Refuse values whose *inferred* shape is absurd (e.g. ConstantOfShape of 10^12 elements).
 
     onnxruntime folds constants while it loads a model: a tiny file could make it allocate terabytes.
-    ONNX shape inference with data propagation (on the model without its large weights) finds them first.
+    ONNX shape inference with data propagation (the model without its large weights) finds them first.
     """
-    model = _deserialize(proto, label)
-    infer = functools.partial(onnx.shape_inference.infer_shapes, check_type=False, strict_mode=False,
-                              data_prop=True)
     try:
-        inferred = _call_onnx_api(infer, model)
+        inferred = _inferred(proto, data_prop=True)
     except Exception as exc:
         raise ModelError(f"{label}: invalid ONNX model: shape inference failed: {_checker_message(exc)}") from None
-    stack = [(inferred.graph, True)]
-    try:
-        while stack:  # (inputs were declared, and checked so: here initializers are inputs too)
-            graph, main = stack.pop()
-            _check_values(graph, main, inputs=False)
-            stack += [(sub, False) for node in graph.node for sub in _subgraphs(node)]
+    try:  # (inputs were declared, and checked as such: here large initializers are inputs too)
+        for index, graph in enumerate(_graphs(inferred.graph)):
+            _check_values(graph, main=index == 0, inputs=False)
     except _Refused as exc:
         raise ModelError(f"{label}: {exc}") from None
 
@@ -415,6 +439,19 @@ def check_inferred_shapes(proto: onnx.ModelProto, label: str = "model") -> None:
 # --------------------------------------------------------------------------------------------------
 # The IR
 # --------------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Python's cycle collector paused while a big IR is built (nothing it builds is garbage; each full
+    collection would walk the whole model again: more than half the time on a 40k-node graph)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _deserialize(proto: onnx.ModelProto, label: str | None = None) -> ir.Model:
     try:
         return ir.serde.deserialize_model(proto)
@@ -423,16 +460,26 @@ def _deserialize(proto: onnx.ModelProto, label: str | None = None) -> ir.Model:
                          f"{type(exc).__name__}: {exc}") from None
 
 
+def _shape_inference_failed(exc: Exception) -> None:
+    """What onnx_ir's ShapeInferencePass does when inference fails: a warning; shapes stay as they are."""
+    logging.getLogger("onnx_ir.passes.common.shape_inference").warning(
+        "Shape inference failed: %s. Model is left unchanged", exc_info=exc)
+
+
+@_gc_paused()
 def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = None, shapes: bool = True,
                label: str | None = None) -> ir.Model:
-    """An IR model from a ModelProto (which stays as it was), with inferred shapes unless *shapes* is
-    False and a name on every node and value.  *base_dir*: the folder external data is read from."""
+    """An IR model from a ModelProto (which stays as it was), with the shapes ONNX infers unless *shapes*
+    is False, and a name on every node and value.  *base_dir*: the folder external data is read from."""
     model = _deserialize(proto, label)
     if base_dir is not None:
         for graph in model.graphs():
             ir.external_data.set_base_dir(graph, base_dir)
     if shapes:
-        infer_shapes(model)
+        try:
+            _take_shapes(model, _inferred(proto, data_prop=False))
+        except Exception as exc:
+            _shape_inference_failed(exc)
     NameFixPass()(model)
     return model
 
@@ -444,10 +491,6 @@ def load(path: str | os.PathLike, *, shapes: bool = True, check: bool = True) ->
     if check:
         validate(p, proto)
     return from_proto(proto, base_dir=p.parent, shapes=shapes, label=str(p))
-
-
-#: Initializers larger than this go to ONNX's C++ APIs as inputs, without their data (onnx_ir's rule).
-_INFERENCE_DATA_MAX_BYTES = 1000
 
 
 def _call_onnx_api(func, model: ir.Model):
@@ -481,25 +524,16 @@ def _call_onnx_api(func, model: ir.Model):
             graph.initializers.add(value)
 
 
+@_gc_paused()
 def infer_shapes(model: ir.Model) -> ir.Model:
-    """ONNX shape inference into the IR, as onnx_ir's ``ShapeInferencePass`` (non-strict, no data
+    """ONNX shape inference into an IR model, as onnx_ir's ``ShapeInferencePass`` (non-strict, no data
     propagation) does, in linear time; weights are not copied.  On failure the model is left as it was."""
     infer = functools.partial(onnx.shape_inference.infer_shapes, check_type=False, strict_mode=False,
                               data_prop=False)
     try:
-        inferred = _deserialize(_call_onnx_api(infer, model))
-    except Exception as exc:  # as the pass does, with its logger and message
-        logging.getLogger("onnx_ir.passes.common.shape_inference").warning(
-            "Shape inference failed: %s. Model is left unchanged", exc_info=exc)
-        return model
-    for graph, result in zip(model.graphs(), inferred.graphs(), strict=False):
-        found = ir.convenience.create_value_mapping(result)
-        for name, value in ir.convenience.create_value_mapping(graph).items():
-            other = found.get(name)
-            if other is not None and other.shape is not None:
-                value.shape = other.shape
-            if other is not None and other.type is not None:
-                value.type = other.type
+        _take_shapes(model, _call_onnx_api(infer, model))
+    except Exception as exc:
+        _shape_inference_failed(exc)
     return model
 
 
