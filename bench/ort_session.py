@@ -25,6 +25,7 @@ import graphs  # noqa: E402
 from harness import fmt_s, machine, write_result  # noqa: E402
 from scale import exponent, steps  # noqa: E402
 
+from mobile_ep.export import ort_format  # noqa: E402
 from mobile_ep.passes import fold_constants  # noqa: E402
 
 
@@ -34,7 +35,7 @@ def time_sessions(path: pathlib.Path, work: pathlib.Path) -> dict[str, float]:
     start = time.perf_counter()
     fold_constants.ort_optimized(path, work)  # as check runs it
     basic = time.perf_counter() - start
-    options = fold_constants.lean_session_options(ort.SessionOptions())
+    options = ort_format.lean_session_options(ort.SessionOptions())
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 4
     start = time.perf_counter()

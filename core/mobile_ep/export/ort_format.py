@@ -1,5 +1,6 @@
 """ORT format: the EP-aware model converted by onnxruntime itself, made byte-for-byte deterministic; and
-how a model file is handed to an onnxruntime session."""
+how a model file is handed to an onnxruntime session (also the sessions that only write a model:
+:func:`lean_session_options`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import onnx_ir as ir
 from mobile_ep import model_io as mir
 from mobile_ep.errors import ModelError
 
-__all__ = ["write_ort", "ort_format_ops", "ort_format_fits", "ort_model_source", "canonicalize_ort_file"]
+__all__ = ["write_ort", "ort_format_ops", "ort_format_fits", "ort_model_source", "lean_session_options",
+           "canonicalize_ort_file"]
 
 
 def write_ort(onnx_path: str | os.PathLike, ort_path: str | os.PathLike) -> pathlib.Path:
@@ -25,8 +27,6 @@ def write_ort(onnx_path: str | os.PathLike, ort_path: str | os.PathLike) -> path
     part still gets ORT's fusions.  The NCHWc transformer is disabled as for any non-x86 target.
     """
     import onnxruntime as ort
-
-    from mobile_ep.passes.fold_constants import lean_session_options  # (that module imports this one)
 
     target = pathlib.Path(ort_path)
     with mir.atomic_path(target) as tmp:
@@ -102,6 +102,22 @@ def ort_model_source(path: str | os.PathLike, options) -> str | bytes:
     options.add_session_config_entry("session.model_external_initializers_file_folder_path",
                                      str(p.parent.resolve()))
     return proto.SerializeToString()
+
+
+def lean_session_options(options):
+    """Set up a ``SessionOptions`` for a session made only to write an optimized model, never run.
+
+    One thread, no memory arena or pattern planning, no weight pre-packing: what a session does *after*
+    optimizing (getting ready to run) becomes cheap, and pre-packing no longer holds a second copy of the
+    weights.  The model written is the same, byte for byte.
+    """
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.enable_cpu_mem_arena = False
+    options.enable_mem_pattern = False
+    options.add_session_config_entry("session.disable_prepacking", "1")
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
 
 
 def canonicalize_ort_file(path: str | os.PathLike) -> None:

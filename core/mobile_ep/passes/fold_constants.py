@@ -12,9 +12,9 @@ import pathlib
 
 from mobile_ep import model_io
 from mobile_ep.errors import ModelError
-from mobile_ep.export.ort_format import ort_model_source
+from mobile_ep.export.ort_format import lean_session_options, ort_model_source
 
-__all__ = ["ort_optimized", "lean_session_options", "OPTIMIZED_DATA", "OPTIMIZED_EXTERNAL_MIN_BYTES"]
+__all__ = ["ort_optimized", "OPTIMIZED_DATA", "OPTIMIZED_EXTERNAL_MIN_BYTES"]
 
 #: Initializers of at least this size go to the optimized model's external data file: the ``.onnx`` stays
 #: small (parsed in a few ms), the weights are memory-mapped when, and only when, something reads them.
@@ -22,22 +22,6 @@ __all__ = ["ort_optimized", "lean_session_options", "OPTIMIZED_DATA", "OPTIMIZED
 OPTIMIZED_EXTERNAL_MIN_BYTES = 1024
 #: The name of that external data file, beside ``optimized.onnx``.
 OPTIMIZED_DATA = "optimized.onnx.data"
-
-
-def lean_session_options(options):
-    """Set up a ``SessionOptions`` for a session made only to write an optimized model, never run.
-
-    One thread, no memory arena or pattern planning, no weight pre-packing: what a session does *after*
-    optimizing (getting ready to run) becomes cheap, and pre-packing no longer holds a second copy of the
-    weights.  The model written is the same, byte for byte.
-    """
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.enable_cpu_mem_arena = False
-    options.enable_mem_pattern = False
-    options.add_session_config_entry("session.disable_prepacking", "1")
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return options
 
 
 def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level: str = "basic",

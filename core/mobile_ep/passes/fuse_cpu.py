@@ -17,6 +17,7 @@ import onnx_ir as ir
 
 from mobile_ep import model_io as mir
 from mobile_ep.contract import Backend
+from mobile_ep.export import ort_format
 from mobile_ep.options import Options
 from mobile_ep.passes import fold_constants
 from mobile_ep.passes.partition import PartitionPass
@@ -138,7 +139,7 @@ def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str |
     so.log_severity_level = 3
     so.add_session_config_entry("session.optimized_model_external_initializers_file_name", opt_path.name + ".data")
     so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1048576")
-    fold_constants.lean_session_options(so)
+    ort_format.lean_session_options(so)
     try:
         ort.InferenceSession(str(sub_path), so, providers=["CPUExecutionProvider"],
                              disabled_optimizers=["NchwcTransformer"])
