@@ -37,7 +37,7 @@ import onnx_ir as ir
 
 from mobile_ep.contract.backend import PartitionView
 from mobile_ep.contract.rules import RuleContext
-from mobile_ep.contract.support import NodeUnit, op_label
+from mobile_ep.contract.support import NodeUnit, node_reads, op_label
 from mobile_ep.errors import BackendError
 
 __all__ = [
@@ -192,19 +192,6 @@ def is_compiling(backend: object) -> bool:
 # --------------------------------------------------------------------------------------------------
 # Partitions
 # --------------------------------------------------------------------------------------------------
-def _reads(node: ir.Node) -> Iterable[ir.Value]:
-    yield from (v for v in node.inputs if v is not None)
-    for attribute in node.attributes.values():
-        graphs: list[ir.Graph] = []
-        if attribute.type == ir.AttributeType.GRAPH:
-            graphs = [attribute.value]
-        elif attribute.type == ir.AttributeType.GRAPHS:
-            graphs = list(attribute.value)
-        for graph in graphs:
-            for inner in graph.all_nodes():
-                yield from (v for v in inner.inputs if v is not None)
-
-
 def partition_view(ctx: RuleContext, nodes: Iterable[ir.Node]) -> PartitionView:
     """The partition made of *nodes* (grouped into the context's node units), in topological order.
 
@@ -224,7 +211,7 @@ def partition_view(ctx: RuleContext, nodes: Iterable[ir.Node]) -> PartitionView:
     pending = {id(u): 0 for u in units}
     users: dict[int, list[NodeUnit]] = collections.defaultdict(list)
     for unit in units:
-        producers = {id(unit_of[v.producer()]) for n in unit.nodes for v in _reads(n)
+        producers = {id(unit_of[v.producer()]) for n in unit.nodes for v in node_reads(n)
                      if v.producer() in members and unit_of[v.producer()] is not unit}
         pending[id(unit)] = len(producers)
         for producer in producers:
@@ -245,7 +232,7 @@ def partition_view(ctx: RuleContext, nodes: Iterable[ir.Node]) -> PartitionView:
     graph_outputs = set(ctx.graph.outputs)
     for unit in ordered:
         for node in unit.nodes:
-            for value in _reads(node):
+            for value in node_reads(node):
                 if value.producer() not in members:
                     inputs.setdefault(value, None)
             for value in node.outputs:

@@ -11,12 +11,13 @@ Plugin authors import these from :mod:`mobile_ep.contract` (or :mod:`mobile_ep`)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 import onnx_ir as ir
 
 __all__ = [
+    "node_reads",
     "Support",
     "SUPPORTED",
     "CYCLIC",
@@ -169,6 +170,20 @@ def single_units(nodes: Iterable[ir.Node]) -> list[NodeUnit]:
 
 def _input(node: ir.Node, index: int) -> ir.Value | None:
     return node.inputs[index] if index < len(node.inputs) else None
+
+
+def node_reads(node: ir.Node) -> Iterator[ir.Value]:
+    """The values *node* reads: its inputs, and those its subgraphs (If/Loop/Scan bodies) read."""
+    yield from (v for v in node.inputs if v is not None)
+    for attribute in node.attributes.values():
+        graphs: list[ir.Graph] = []
+        if attribute.type == ir.AttributeType.GRAPH:
+            graphs = [attribute.value]
+        elif attribute.type == ir.AttributeType.GRAPHS:
+            graphs = list(attribute.value)
+        for graph in graphs:
+            for inner in graph.all_nodes():
+                yield from (v for v in inner.inputs if v is not None)
 
 
 def op_label(node: ir.Node) -> str:

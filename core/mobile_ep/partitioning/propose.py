@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import onnx_ir as ir
 
 from mobile_ep.contract import SUPPORTED, Backend, NodeUnit, PartitionView, RuleContext, Support, op_label
-from mobile_ep.contract.support import CYCLIC, single_units
+from mobile_ep.contract.support import CYCLIC, node_reads, single_units
 from mobile_ep.partitioning.context import ProposalContext
 from mobile_ep.partitioning.units import build_node_units
 
@@ -99,20 +99,6 @@ def verdict(partitions: int, supported: int, total: int) -> str:
 # --------------------------------------------------------------------------------------------------
 # Unit graph
 # --------------------------------------------------------------------------------------------------
-def _outer_inputs(node: ir.Node) -> Iterable[ir.Value]:
-    """Values a node reads, including those its subgraphs read from outer scopes."""
-    yield from (v for v in node.inputs if v is not None)
-    for attribute in node.attributes.values():
-        graphs: list[ir.Graph] = []
-        if attribute.type == ir.AttributeType.GRAPH:
-            graphs = [attribute.value]
-        elif attribute.type == ir.AttributeType.GRAPHS:
-            graphs = list(attribute.value)
-        for graph in graphs:
-            for inner in graph.all_nodes():
-                yield from (v for v in inner.inputs if v is not None)
-
-
 _GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 
@@ -154,7 +140,7 @@ class _GraphIndex:
         self.made_by = made_by = dict(zip(itertools.chain.from_iterable(outputs), numbers, strict=True))
         # Each node's distinct producers, in the order it first reads them.  Values nothing here makes are dropped.
         producers = _producers(_gather(_inputs, graph_nodes), made_by)
-        #: What nodes with subgraphs read, their subgraphs' reads from this scope included (:func:`_outer_inputs`).
+        #: What nodes with subgraphs read, their subgraphs' reads from this scope included (:func:`~mobile_ep.contract.support.node_reads`).
         self.outer_reads: dict[int, tuple[ir.Value, ...]] = {}
         attributes = _gather(_attribute_data, graph_nodes)
         kinds = map(_attribute_type, itertools.chain.from_iterable(map(dict.values, filter(None, attributes))))
@@ -162,7 +148,7 @@ class _GraphIndex:
             for i in [i for i, data in enumerate(attributes) if data]:
                 node = graph_nodes[i]
                 if _has_subgraphs(node):
-                    values = self.outer_reads[i] = tuple(_outer_inputs(node))
+                    values = self.outer_reads[i] = tuple(node_reads(node))
                     producers[i] = _producers([values], made_by)[0]
         in_degree, users = _in_degrees(producers)
         order = _kahn(in_degree, users)
