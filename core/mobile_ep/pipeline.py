@@ -53,18 +53,19 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
     """
     opts = Options.build(ep, **options)
     path, timer = pathlib.Path(model), _Timer()
-    load.validate(path)  # a bad model is reported before anything else
+    proto = load.validate(path)  # a bad model is reported before anything else
     backends = resolve_backends(opts, plugins)
     with _recording(html), _workspace() as work:
         with timer("load"):
-            as_is, _ = load.as_ort_sees_it(path, work / "as_is")
+            as_is, _ = load.as_ort_sees_it(path, work / "as_is", proto=proto)
         with timer("partition"):
             alone, together = analyze(as_is, backends, strict=opts.strict)
             before = {b.name: reports.backend_report(b, *found, model=as_is) for b, found in zip(backends, alone, strict=True)}
         after, changes = {}, {}
         if after_convert:
             with timer("after_convert"):
-                fixed, changes = load.as_ort_sees_it(path, work / "fixed", opts) if opts.fixes_shapes else (as_is, {})
+                fixed, changes = (load.as_ort_sees_it(path, work / "fixed", opts, proto) if opts.fixes_shapes
+                                  else (as_is, {}))
                 for backend in backends:
                     after[backend.name] = _after_convert(fixed, backend, opts)
         dynamic = reports.dynamic_inputs(as_is)
@@ -88,14 +89,15 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
     if len(opts.backends) != 1:
         raise UsageError(f"convert targets one backend, got {ep!r}")
     source, timer, out_dir = pathlib.Path(model), _Timer(), pathlib.Path(output)
-    load.validate(source)
+    proto = load.validate(source)
     (backend,) = resolve_backends(opts, plugins)
     paths = export.output_paths(source, backend.name, out_dir)
     _refuse_overwriting(source, paths.values())
     with _recording(html), _workspace() as work:
         with timer("load"):
-            as_is, _ = load.as_ort_sees_it(source, work / "as_is")
-            fixed, changes = load.as_ort_sees_it(source, work / "fixed", opts) if opts.fixes_shapes else (as_is, {})
+            as_is, _ = load.as_ort_sees_it(source, work / "as_is", proto=proto)
+            fixed, changes = (load.as_ort_sees_it(source, work / "fixed", opts, proto) if opts.fixes_shapes
+                              else (as_is, {}))
         with timer("partition"):
             before = PartitionPass(backend, Options(strict=opts.strict))
             before(as_is)

@@ -14,6 +14,9 @@ import onnx_ir as ir
 from mobile_ep import model_io as mir
 from mobile_ep.errors import ModelError
 
+#: The flatbuffers file identifier of an ORT format model (bytes 4-8 of the file; onnxruntime's ort.fbs).
+_ORT_FILE_IDENTIFIER = b"ORTM"
+
 __all__ = ["write_ort", "ort_format_ops", "ort_format_fits", "ort_model_source", "lean_session_options",
            "canonicalize_ort_file"]
 
@@ -79,25 +82,25 @@ def ort_format_fits(path: str | os.PathLike) -> bool:
     return total <= mir.SINGLE_FILE_MAX_BYTES
 
 
-def ort_model_source(path: str | os.PathLike, options) -> str | bytes:
+def ort_model_source(path: str | os.PathLike, options, proto: onnx.ModelProto | None = None) -> str | bytes:
     """What to hand ``onnxruntime.InferenceSession`` for the model at *path* (a file already read with
-    :func:`mobile_ep.model_io.read_proto`, or one of ours).
+    :func:`mobile_ep.model_io.read_proto`, or one of ours; *proto*: that reading, if at hand).
 
     The path itself, unless the file's IR version is newer than onnxruntime reads (recent ``onnx`` writes
     IR 14, which onnxruntime 1.31 refuses): then the model's bytes with the IR version lowered to
     :data:`mobile_ep.model_io.MAX_IR_VERSION`, and *options* (a ``SessionOptions``) told to read external
     data from the model's folder.
     """
-    from onnxruntime.tools.ort_format_model.ort_flatbuffers_py.fbs import InferenceSession
-
     p = pathlib.Path(path)
     with open(p, "rb") as f:
         head = f.read(8)
-    if len(head) == 8 and InferenceSession.InferenceSession.InferenceSessionBufferHasIdentifier(head, 0):
+    if head[4:8] == _ORT_FILE_IDENTIFIER:
         return str(p)  # an ORT format model: onnxruntime reads it as it is
-    proto = onnx.load_model(str(p), format="protobuf", load_external_data=False)
+    if proto is None:
+        proto = onnx.load_model(str(p), format="protobuf", load_external_data=False)
     if proto.ir_version <= mir.MAX_IR_VERSION:
         return str(p)
+    proto = onnx.ModelProto.FromString(proto.SerializeToString())  # (the caller's reading stays as it was)
     proto.ir_version = mir.MAX_IR_VERSION
     options.add_session_config_entry("session.model_external_initializers_file_folder_path",
                                      str(p.parent.resolve()))

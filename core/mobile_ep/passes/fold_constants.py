@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import pathlib
 
+import onnx
+
 from mobile_ep import model_io
 from mobile_ep.errors import ModelError
 from mobile_ep.export.ort_format import lean_session_options, ort_model_source
@@ -25,13 +27,14 @@ OPTIMIZED_DATA = "optimized.onnx.data"
 
 
 def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level: str = "basic",
-                  inspected: bool = False) -> pathlib.Path:
+                  inspected: bool = False, proto: onnx.ModelProto | None = None) -> pathlib.Path:
     """Write ``optimized.onnx`` into *out_dir*: the model at *path* after onnxruntime's optimizations at
     *level* (basic by default), its initializers of :data:`OPTIMIZED_EXTERNAL_MIN_BYTES` and more in
     :data:`OPTIMIZED_DATA` beside it.
 
     The file is read with :func:`mobile_ep.model_io.read_proto` (external data confined to its folder)
-    before onnxruntime opens it, unless *inspected* says the caller has just done so.  A model of a newer
+    before onnxruntime opens it, unless *inspected* says the caller has just done so or hands that reading
+    over as *proto*.  A model of a newer
     IR version than onnxruntime reads is given to it from memory with the IR version lowered.
     """
     import onnxruntime as ort
@@ -42,8 +45,8 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
         "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
     }
-    if not inspected:
-        model_io.read_proto(path)
+    if not inspected and proto is None:
+        proto = model_io.read_proto(path)
     out = pathlib.Path(out_dir) / "optimized.onnx"
     so = ort.SessionOptions()
     so.graph_optimization_level = levels[level]
@@ -54,7 +57,7 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
                                 str(OPTIMIZED_EXTERNAL_MIN_BYTES))
     lean_session_options(so)
     try:
-        ort.InferenceSession(ort_model_source(path, so), so, providers=["CPUExecutionProvider"])
+        ort.InferenceSession(ort_model_source(path, so, proto), so, providers=["CPUExecutionProvider"])
     except Exception as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
@@ -18,18 +19,23 @@ from mobile_ep.options import Options
 from mobile_ep.passes import fold_constants
 from mobile_ep.passes.fix_shapes import FixShapesPass
 
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 __all__ = ["validate", "as_ort_sees_it", "load_for_analysis"]
 
 
-def validate(path: str | os.PathLike) -> None:
-    """Refuse a file that is not a model onnxruntime could load, in one line naming it (a ``ModelError``)."""
-    model_io.validate(path)
+def validate(path: str | os.PathLike) -> ModelProto:
+    """Refuse a file that is not a model onnxruntime could load, in one line naming it (a ``ModelError``);
+    the file as read (weights left in their files), for :func:`as_ort_sees_it`."""
+    return model_io.validate(path)
 
 
-def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Options | None = None
-                   ) -> tuple[ir.Model, dict[str, list[str]]]:
+def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Options | None = None,
+                   proto: ModelProto | None = None) -> tuple[ir.Model, dict[str, list[str]]]:
     """The model at *path*, with its input shapes fixed as *options* ask, after onnxruntime's basic-level
-    optimizations; and the shape changes made (input name -> [old, new]).
+    optimizations; and the shape changes made (input name -> [old, new]).  *proto*: the file as
+    :func:`validate` read it (else it is read again).
 
     Files are written into *work*, which must outlive the model (large weights stay memory-mapped there).
     """
@@ -42,8 +48,8 @@ def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Op
         result = fix(model_io.load(source, check=False))
         changes = {name: list(change) for name, change in fix.changes.items()}
         if result.modified:
-            source = model_io.save(result.model, work / "fixed.onnx")
-    optimized = fold_constants.ort_optimized(source, work)
+            source, proto = model_io.save(result.model, work / "fixed.onnx"), None
+    optimized = fold_constants.ort_optimized(source, work, proto=proto)
     return model_io.load(optimized, check=False), changes
 
 
