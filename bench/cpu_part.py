@@ -6,14 +6,15 @@ onnxruntime at level "all" (what `convert_onnx_models_to_ort --optimization_styl
 Ours: the CPU part cut from the model mobile-ep wrote, run as written.  Both run in this process,
 alternating, on the same inputs; the table gives medians and the ratio ours / reference (1.00 = as fast).
 
-    python bench/cpu_part.py [--repeats 30] [--out bench/results/cpu_part.md]
+This times the converted model's inference (onnxruntime sessions in this process), not mobile-ep itself.
+
+    python bench/cpu_part.py [--repeats 30] [--out cpu_part.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import pathlib
-import platform
 import statistics
 import sys
 import tempfile
@@ -25,9 +26,13 @@ import onnx.utils
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from mobile_ep import model_io as mir
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+from harness import code, machine, reproduce, write_result  # noqa: E402
+
 from mobile_ep import pipeline as api
 from mobile_ep.contract.plugins import make_plugins
+from mobile_ep.options import Options
 
 
 def _mlp_gelu(path: pathlib.Path, d: int = 64, rows: int = 8) -> pathlib.Path:
@@ -115,7 +120,7 @@ def _feeds(session: ort.InferenceSession) -> dict[str, np.ndarray]:
 def measure(model: pathlib.Path, backend: str, repeats: int, work: pathlib.Path) -> dict:
     out = work / f"{model.stem}.{backend}"
     # The plan without CPU fusion: its CPU part, optimized by onnxruntime at level "all", is the reference.
-    plain = api.convert(model, backend, out / "plain", pipeline=api.PipelineOptions(fuse_cpu=False), verify=False)
+    plain = api.convert(model, backend, out / "plain", options=Options(fuse_cpu=False), verify=False)
     ours = api.convert(model, backend, out / "ours", verify=False)
     # The CPU part: what the EP does not take (it takes every partition, kept by the cost model or not).
     keep_plain = {n for p in plain.check.partitions for n in p.nodes}
@@ -149,7 +154,7 @@ def measure(model: pathlib.Path, backend: str, repeats: int, work: pathlib.Path)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path(__file__).parent / "results" / "cpu_part.md")
+    parser.add_argument("--out", default="cpu_part.md", help="file under bench/results/ (or an absolute path)")
     args = parser.parse_args(argv)
     backends = [b for b in ("nnapi", "coreml") if b in make_plugins().backends()]
     rows = []
@@ -163,8 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# CPU part: mobile-ep convert vs onnxruntime level 'all'",
         "",
-        f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}, Python {platform.python_version()}, "
-        f"onnxruntime {ort.__version__}; 1 intra-op thread; medians of {args.repeats} alternating runs.",
+        f"Machine: {machine()}.",
+        "",
+        f"Code: {code()}.",
+        "",
+        f"Reproduce: `{reproduce('cpu_part.py', argv)}`",
+        "",
+        f"1 intra-op thread; medians of {args.repeats} alternating runs in one process.",
         "",
         "| model | backend | CPU nodes (before fusion) | CPU nodes (written) | ORT 'all' ms | mobile-ep ms | ratio |",
         "|---|---|---|---|---|---|---|",
@@ -175,10 +185,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             lines.append(f"| {r['model']} | {r['backend']} | {r['cpu_nodes_before']} | {r['cpu_nodes_after']} | "
                          f"{r['reference_ms']} | {r['ours_ms']} | {r['ratio']} |")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with mir.atomic_path(args.out) as tmp_out:
-        tmp_out.write_text("\n".join(lines) + "\n")
+    target = write_result(args.out, "\n".join(lines) + "\n")
     print("\n".join(lines))
+    print(f"written: {target}", file=sys.stderr)
     return 0
 
 

@@ -1,11 +1,12 @@
-"""Benchmark: peak memory of check and convert on models with large external weights.
+"""Benchmark: peak memory of check and convert on models with large external weights, as commands.
 
 The models are chains of MatMuls whose float32 weights live in one external file (the generator of
 ``tests/test_large.py``: one chunk written over and over, nothing of the model's size allocated).  Each
-command runs in a fresh process and its peak RSS (``getrusage``) is taken at its end; the same for the
-tools a user would otherwise run.  Weights are memory-mapped and never copied, so mobile-ep's peak stays
-far below the weights' size; ORT format files (flatbuffers) cannot hold 2 GB, so the 2 GB model gets no
-``.ort`` (from mobile-ep, and ORT's converter fails on it).
+command runs in a fresh process; its wall time, peak RSS and the bytes it wrote to files come from the
+kernel's account of that process (``wait4``), the same for the tools a user would otherwise run.  Weights
+are memory-mapped and never copied, so mobile-ep's peak stays far below the weights' size; ORT format files
+(flatbuffers) cannot hold 2 GB, so the 2 GB model gets no ``.ort`` (from mobile-ep, and ORT's converter is
+not run on it).
 
 Below 2 GB convert also writes the ``.ort``: onnxruntime builds that file in memory from the weights (ORT
 format holds them inline), so that command's peak is onnxruntime's own converter's, about 4x the weights.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import shutil
 import statistics
 import sys
 import tempfile
@@ -24,99 +26,71 @@ import tempfile
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "tests"))
 
-from harness import child_peak_rss, fmt_s, machine, write_result  # noqa: E402
+from harness import code, fmt_s, machine, mobile_ep_command, reproduce, run, write_result  # noqa: E402
 from test_large import write_large_model  # noqa: E402
 
-#: Target of issue 9: checking a 2 GB-weights model peaks under this.
+#: Target: checking a 2 GB-weights model peaks under this.
 CHECK_PEAK_TARGET = 500 * 2**20
 
-SCRIPTS = {
-    "mobile-ep check": """
-import sys
-from mobile_ep import pipeline as api
-from mobile_ep.reports import text as report
-report.check_text(api.check(sys.argv[1]))
-""",
-    "mobile-ep convert --no-verify": """
-import sys
-from mobile_ep import pipeline as api
-api.convert(sys.argv[1], "nnapi", sys.argv[2], verify=False)
-""",
-    "mobile-ep convert": """
-import sys
-from mobile_ep import pipeline as api
-api.convert(sys.argv[1], "nnapi", sys.argv[2])
-""",
-    "ORT usability checker": """
-import logging, pathlib, sys
-from onnxruntime.tools.mobile_helpers import usability_checker
-logger = logging.getLogger("quiet")
-logger.addHandler(logging.NullHandler())
-logger.propagate = False
-usability_checker.analyze_model(pathlib.Path(sys.argv[1]), skip_optimize=False, logger=logger)
-""",
-    "ORT converter (Runtime)": """
-import contextlib, io, pathlib, sys
-from onnxruntime.tools import convert_onnx_models_to_ort as c
-with contextlib.redirect_stdout(io.StringIO()):
-    c.convert_onnx_models_to_ort(pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]),
-                                 [c.OptimizationStyle.Runtime], target_platform="arm")
-""",
-}
+
+def commands(model: pathlib.Path, out: pathlib.Path) -> dict[str, list[str]]:
+    ours = mobile_ep_command()
+    return {
+        "mobile-ep check": [*ours, "check", str(model)],
+        "mobile-ep convert --no-verify": [*ours, "convert", str(model), "--ep", "nnapi", "--no-verify", "-o", str(out)],
+        "mobile-ep convert": [*ours, "convert", str(model), "--ep", "nnapi", "-o", str(out)],
+        "ORT usability checker": [sys.executable, "-m", "onnxruntime.tools.check_onnx_model_mobile_usability",
+                                  str(model)],
+        "ORT converter (Runtime)": [sys.executable, "-m", "onnxruntime.tools.convert_onnx_models_to_ort", str(model),
+                                    "--output_dir", str(out), "--optimization_style", "Runtime",
+                                    "--target_platform", "arm"],
+    }
 
 
-def measure(size_mb: int, work: pathlib.Path, repeats: int = 1) -> list[dict]:
-    k = 4096
+def measure(size_mb: int, work: pathlib.Path, repeats: int = 1, k: int = 4096) -> list[dict]:
     layer_bytes = k * k * 4
     layers = max(1, size_mb * 2**20 // layer_bytes)
     model, weights = write_large_model(work / "model", layers, k)
+    out = work / "out"
     rows = []
-    for name, script in SCRIPTS.items():
+    for name, command in commands(model, out).items():
         if name.startswith("ORT converter") and weights > 1_800_000_000:
             continue  # an ORT format file cannot hold 2 GB: it would only fail, after using ~4x the weights
-        path = work / "run.py"
-        path.write_text(script)
-        out = work / "out"
         runs = []
+        outputs: list[str] = []
         for _ in range(max(1, repeats)):
-            result = child_peak_rss(path, str(model), str(out), cwd=work)
+            result = run(command, cwd=work)
             outputs = sorted(p.name for p in out.iterdir()) if out.exists() else []
+            shutil.rmtree(out, ignore_errors=True)
             runs.append(result)
-            for p in sorted(out.rglob("*"), reverse=True) if out.exists() else []:
-                p.unlink() if p.is_file() else p.rmdir()
-            if out.exists():
-                out.rmdir()
             if result["rc"]:
                 break
         result = runs[-1]
-        peaks = [r["peak_rss"] for r in runs if r.get("peak_rss")]
-        times = [r["seconds"] for r in runs if r.get("seconds")]
-        written = [r["written"] for r in runs if r.get("written") is not None]
-        rows.append({"size_mb": weights // 2**20, "tool": name, "seconds": statistics.median(times) if times else None,
-                     "peak_rss": max(peaks) if peaks else None, "runs": len(runs), "ok": result["rc"] == 0,
-                     "written": max(written) if written else None,
+        rows.append({"size_mb": weights // 2**20, "tool": name, "seconds": statistics.median(r["seconds"] for r in runs),
+                     "peak_rss": max(r["peak_rss"] for r in runs), "runs": len(runs), "ok": result["rc"] == 0,
+                     "written": max(r["written"] for r in runs),
                      "error": (result["stderr"].strip().splitlines() or [""])[-1][:160] if result["rc"] else "",
                      "outputs": outputs})
         print(rows[-1], file=sys.stderr, flush=True)
-    for p in (work / "model").iterdir():
-        p.unlink()
+    shutil.rmtree(work / "model")
     return rows
 
 
-def render(rows: list[dict], description: str) -> str:
+def render(rows: list[dict], description: str, command: str = "python bench/memory.py") -> str:
     lines = [
-        "# Memory: large external weights",
+        "# Memory: large external weights, as commands",
         "",
         f"Machine: {description}.",
-        "A chain of MatMuls, float32 weights in one external file; each command in a fresh process, peak RSS "
-        "from `getrusage` at its end (the interpreter and libraries alone: about 100 MB); with repeats, the "
-        "median time and the largest peak. `python bench/memory.py`. mobile-ep reads the weights memory-mapped "
-        "and never copies them. Below 2 GB, convert also writes the `.ort`, which onnxruntime builds in memory "
-        "with the weights inline (ORT format holds them): that command's peak is onnxruntime's, as for its own "
-        "converter. ORT format cannot hold 2 GB, so the 2 GB model gets no `.ort` (ORT's converter is not run "
-        "on it; its usability checker fails on it). *Written* = bytes the command wrote to files (outputs and "
-        "temporary files alike; `getrusage`'s output blocks): check writes no weights, as onnxruntime's "
-        "optimized model sends them to the null device (`mobile_ep.model_io.ort_optimized(weights=False)`).",
+        "",
+        f"Code: {code()}.",
+        "",
+        f"Reproduce: `{command}`",
+        "",
+        "A chain of MatMuls, float32 weights in one external file; each command in a fresh process (`mobile-ep` = "
+        "`python -m mobile_ep.cli`), one after the other; its time, peak RSS and bytes written to files (outputs "
+        "and temporary files alike) from the kernel's account of the process (`wait4`; the interpreter and "
+        "libraries alone: about 100 MB). With repeats: the median time and the largest peak. ORT format cannot "
+        "hold 2 GB, so ORT's converter is not run on the 2 GB model.",
         "",
         "| weights | command | time | peak RSS | peak / weights | written | outputs |",
         "|---|---|---|---|---|---|---|",
@@ -142,15 +116,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes-mb", nargs="*", type=int, default=[512, 2048])
     parser.add_argument("--repeats", type=int, default=1, help="runs per command (median time, largest peak)")
-    parser.add_argument("--out", default="memory.md", help="file name under bench/results/")
+    parser.add_argument("--out", default="memory.md", help="file under bench/results/ (or an absolute path)")
     args = parser.parse_args(argv)
     description = machine()
     rows = []
     with tempfile.TemporaryDirectory(prefix="mobile-ep-memory-") as tmp:
         for size in args.sizes_mb:
             rows += measure(size, pathlib.Path(tmp), args.repeats)
-            write_result(args.out, render(rows, description))
-    text = render(rows, description)
+            write_result(args.out, render(rows, description, reproduce("memory.py", argv)))
+    text = render(rows, description, reproduce("memory.py", argv))
     target = write_result(args.out, text)
     print(text)
     print(f"written: {target}", file=sys.stderr)

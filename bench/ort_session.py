@@ -22,7 +22,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 import graphs  # noqa: E402
-from harness import fmt_s, machine, write_result  # noqa: E402
+from harness import code, fmt_s, machine, reproduce, write_result  # noqa: E402
 from scale import exponent, steps  # noqa: E402
 
 from mobile_ep.export import ort_format  # noqa: E402
@@ -43,14 +43,18 @@ def time_sessions(path: pathlib.Path, work: pathlib.Path) -> dict[str, float]:
     return {"basic": basic, "disabled": time.perf_counter() - start}
 
 
-def render(rows: list[dict], description: str) -> str:
+def render(rows: list[dict], description: str, command: str = "python bench/ort_session.py") -> str:
     lines = [
         "# onnxruntime's session as the graph grows",
         "",
         f"Machine: {description}.",
         "",
-        "`python bench/ort_session.py`: one run per cell. *basic, written* = the session `mobile-ep check` "
-        "runs first (`mobile_ep.passes.fold_constants.ort_optimized`: basic-level optimization, optimized model written; ORT's "
+        f"Code: {code()}.",
+        "",
+        f"Reproduce: `{command}`",
+        "",
+        "One run per cell, in this process. *basic, written* = the session `mobile-ep check` runs first "
+        "(`mobile_ep.passes.fold_constants.ort_optimized`: basic-level optimization, optimized model written; ORT's "
         "usability checker runs the same optimization); *nothing on* = every optimization off, nothing "
         "written (onnxruntime loading the model and getting ready to run it). k = the exponent of "
         "time ~ nodes^k from the size before (1 = linear, 2 = quadratic).",
@@ -78,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kinds", nargs="*", default=["transformer", "chain"], choices=graphs.KINDS)
     parser.add_argument("--sizes", nargs="*", type=int, default=[25_000, 50_000, 100_000, 200_000])
-    parser.add_argument("--out", default="ort_session.md", help="file name under bench/results/")
+    parser.add_argument("--out", default="ort_session.md", help="file under bench/results/ (or an absolute path)")
     args = parser.parse_args(argv)
     description = machine()
     rows = []
@@ -92,9 +96,10 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(f"{kind} {size:,}: basic {row['basic']:.2f} s, nothing on {row['disabled']:.2f} s",
                   file=sys.stderr, flush=True)
-    text = render(rows, description)
-    write_result(args.out, text)
+    text = render(rows, description, reproduce("ort_session.py", argv))
+    target = write_result(args.out, text)
     print(text)
+    print(f"written: {target}", file=sys.stderr)
     return 0
 
 
