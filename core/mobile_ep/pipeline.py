@@ -108,9 +108,10 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
         ort_file = export.OrtExport()
         try:
             with timer("export_onnx"):
-                fusion, written, written_model = fuse_cpu.fuse_and_write(
-                    legalized, planned, opts, paths["onnx"], work)
-                has_ort = ort_file.start(paths["onnx"], paths["ort"])
+                fusion, written = fuse_cpu.fuse_and_write(legalized, planned, opts, paths["onnx"], work)
+                has_ort = ort_file.start(paths["onnx"], paths["ort"])  # (on a thread, beside what follows)
+                written_partition, written_model = written or fuse_cpu.partition_written(
+                    paths["onnx"], backend, work / "written", opts.strict)
             compiled = None
             if compile:
                 with timer("compile"):
@@ -122,7 +123,8 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
                     del paths["ort"]
         finally:
             ort_file.wait()
-        report = reports.backend_report(backend, written.proposal, written.nodes, written.costs, model=written_model)
+        report = reports.backend_report(backend, written_partition.proposal, written_partition.nodes,
+                                        written_partition.costs, model=written_model)
     report.rewrites, report.suggestions = rewrites, reports.suggestions(before_report, report, dynamic)
     checked = []
     if verify:

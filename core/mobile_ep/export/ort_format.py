@@ -9,7 +9,6 @@ import os
 import pathlib
 
 import onnx
-import onnx_ir as ir
 
 from mobile_ep import model_io as mir
 from mobile_ep.errors import ModelError
@@ -70,15 +69,12 @@ def ort_format_ops(ort_path: str | os.PathLike) -> set[str]:
 
 
 def ort_format_fits(path: str | os.PathLike) -> bool:
-    """Whether the model at *path*, weights included (external data too), fits in one ORT format file
-    (flatbuffers: 2 GB; :data:`mobile_ep.model_io.SINGLE_FILE_MAX_BYTES`)."""
+    """Whether a model :func:`mobile_ep.model_io.save` wrote at *path*, weights included, fits in one ORT format
+    file (flatbuffers: 2 GB; :data:`mobile_ep.model_io.SINGLE_FILE_MAX_BYTES`): its size and that of the
+    ``<name>.data`` file ``save`` puts larger weights in."""
     p = pathlib.Path(path)
-    total = p.stat().st_size
-    if total <= mir.SINGLE_FILE_MAX_BYTES:
-        proto = onnx.load_model(str(p), format="protobuf", load_external_data=False)
-        model = ir.serde.deserialize_model(proto)
-        total += sum(value.const_value.nbytes for graph in model.graphs() for value in graph.initializers.values()
-                     if isinstance(value.const_value, ir.ExternalTensor))
+    data = p.with_name(p.name + ".data")
+    total = p.stat().st_size + (data.stat().st_size if data.exists() else 0)
     return total <= mir.SINGLE_FILE_MAX_BYTES
 
 

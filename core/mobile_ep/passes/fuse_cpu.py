@@ -38,13 +38,14 @@ def partition_written(path: pathlib.Path, backend: Backend, work: pathlib.Path, 
 
 
 def fuse_and_write(model: ir.Model, partition: PartitionPass, options: Options, target: pathlib.Path,
-                   work: pathlib.Path) -> tuple[CpuFusion | None, PartitionPass, ir.Model]:
+                   work: pathlib.Path) -> tuple[CpuFusion | None, tuple[PartitionPass, ir.Model] | None]:
     """Write *model* to *target*, the CPU part fused where that keeps what *partition* found.
 
     First try: fuse every node outside the partitions the cost model keeps (fusing a rejected partition's
     nodes can make them unclaimable, which realizes the cost model's decision on ORT's EP).  If that costs a
     kept partition a node or adds partitions, second try: only the nodes no partition holds.  Else the model
-    is written unfused.  Returns the fusion (None: none), and what the backend takes of the written file.
+    is written unfused.  Returns the fusion (None: none) and, when deciding took it, what the backend takes
+    of the written file (:func:`partition_written`); else the caller works that out when it needs it.
     """
     backend = partition.backend
     assert partition.proposal is not None
@@ -53,9 +54,9 @@ def fuse_and_write(model: ir.Model, partition: PartitionPass, options: Options, 
     total = len(model.graph)
     if not options.fuse_cpu or len(claimed) == total:
         mir.save(model, target)
-        return (None, *partition_written(target, backend, work / "written", options.strict))
+        return None, None
     unfused = work / "unfused.onnx"
-    mir.save(model, unfused)
+    mir.save(model, unfused, external_data="unfused.onnx.data")  # (a work file: weights streamed beside it)
     for attempt, keep in enumerate([kept, claimed] if kept != claimed else [claimed]):
         fusion = fuse_cpu_nodes(unfused, keep, target, work)
         if fusion is None:
@@ -64,10 +65,10 @@ def fuse_and_write(model: ir.Model, partition: PartitionPass, options: Options, 
         assert written.proposal is not None
         now_claimed = {n.name for p in written.proposal.partitions for n in p.nodes}
         if keep <= now_claimed and len(written.proposal.partitions) <= len(partition.proposal.partitions):
-            return fusion, written, written_model
+            return fusion, (written, written_model)
         log.info("CPU fusion of %d nodes would change what %s takes; trying less", total - len(keep), backend.name)
     mir.save(mir.load(unfused, check=False), target)
-    return (None, *partition_written(target, backend, work / "written", options.strict))
+    return None, None
 
 
 @dataclasses.dataclass

@@ -48,7 +48,7 @@ def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Op
         result = fix(model_io.load(source, check=False))
         changes = {name: list(change) for name, change in fix.changes.items()}
         if result.modified:
-            source, proto = model_io.save(result.model, work / "fixed.onnx"), None
+            source, proto = model_io.save(result.model, work / "fixed.onnx", external_data="fixed.onnx.data"), None
     optimized = fold_constants.ort_optimized(source, work, proto=proto)
     return model_io.load(optimized, check=False), changes
 
