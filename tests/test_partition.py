@@ -244,10 +244,9 @@ def test_the_first_backends_own_proposal_is_its_part_of_the_joint_one(tmp_path):
             first_name = order[0].name  # (the first backend's part is taken from its own proposal, not redone)
             assert all(a is b for a, b in zip(joint.per_backend[first_name].partitions,
                                               alone.per_backend[first_name].partitions, strict=True))
-            # one index of the unchanged model's graph (and the signatures it keeps) for several proposals
+            # one index of the unchanged model's graph for several proposals
             index = graph_index(model)
             shared = [propose(model, [backend], index=index) for backend in order]
-            assert index._signatures is not None and index._signatures[1] is not None
             for backend, proposal in zip(order, shared, strict=True):
                 _same_proposal(proposal, propose(model, [backend]))
             _same_proposal(propose(model, list(order), answers=answers, first=alone, index=index),

@@ -11,7 +11,7 @@ Plugin authors import these from :mod:`mobile_ep.contract` (or :mod:`mobile_ep`)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import onnx_ir as ir
@@ -24,7 +24,6 @@ __all__ = [
     "Layout",
     "UnitIO",
     "NodeUnit",
-    "single_units",
     "op_label",
     "attr",
 ]
@@ -150,22 +149,6 @@ class NodeUnit:
 
     def __repr__(self) -> str:
         return f"NodeUnit({self.kind}, {op_label(self.target)} {self.name!r})"
-
-
-def single_units(nodes: Iterable[ir.Node]) -> list[NodeUnit]:
-    """``[NodeUnit(node) for node in nodes]`` in a third of the time (the partitioner makes one per node).
-
-    Only ``target`` is set on each instance: the other fields keep their defaults, which a dataclass
-    keeps as class attributes, so the units are indistinguishable from ``NodeUnit(node)``.
-    """
-    new, set_field = object.__new__, object.__setattr__
-    units = []
-    append = units.append
-    for node in nodes:
-        unit = new(NodeUnit)
-        set_field(unit, "target", node)
-        append(unit)
-    return units
 
 
 def _input(node: ir.Node, index: int) -> ir.Value | None:
