@@ -31,7 +31,7 @@ def partition_written(path: pathlib.Path, backend: Backend, work: pathlib.Path, 
                       ) -> tuple[PartitionPass, ir.Model]:
     """What *backend* takes of a written model, after the basic optimizations every ORT session applies."""
     work.mkdir(parents=True, exist_ok=True)
-    model = mir.load(fold_constants.ort_optimized(path, work), check=False)
+    model = mir.load(fold_constants.ort_optimized(path, work, inspected=True), check=False)  # (our own file)
     partition = PartitionPass(backend, Options(strict=strict))
     partition(model)
     return partition, model
