@@ -66,7 +66,13 @@ def _session(path: str | os.PathLike):
     so = ort.SessionOptions()
     so.log_severity_level = 3
     try:
-        return ort.InferenceSession(ort_model_source(path, so), so, providers=["CPUExecutionProvider"])
+        try:  # (the file as it is; only a model onnxruntime refuses is read, in case its IR version is the cause)
+            return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        except Exception:
+            source = ort_model_source(path, so)
+            if isinstance(source, str):
+                raise
+            return ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
     except Exception as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None
