@@ -15,7 +15,7 @@ import itertools
 import numpy as np
 import onnx_ir as ir
 
-from mobile_ep.contract import SUPPORTED, Backend, NodeUnit, RuleContext, Support
+from mobile_ep.contract import SUPPORTED, NodeUnit, RuleContext, Support
 
 __all__ = ["ProposalContext"]
 
@@ -30,11 +30,7 @@ class ProposalContext(RuleContext):
     ``beyond_signature`` is set when it did.
     """
 
-    def __init__(self, model: ir.Model, backend: Backend, graph: ir.Graph | None = None) -> None:
-        super().__init__(model, backend, graph)
-        self.beyond_signature = False
-        #: Each value's part of a node signature, worked out once (a value is read by several nodes).
-        self._facts: dict[ir.Value, tuple] = {}
+    beyond_signature = False
 
     @property
     def answers(self) -> dict[int, Support]:
@@ -113,14 +109,12 @@ class ProposalContext(RuleContext):
         ints and symbolic dims, which compare and hash by name."""
         if value is None:
             return None
-        if value not in self._facts:
-            dims = value.shape.dims if value.shape is not None else self.shape(value)
-            producer = value.producer()
-            from_constant_node = (producer is not None and producer.op_type == "Constant"
-                                  and producer.domain in ("", "ai.onnx"))
-            self._facts[value] = (self.dtype(value), dims, self.is_constant(value),
-                                  value.is_initializer() and value.const_value is not None, from_constant_node)
-        return self._facts[value]
+        dims = value.shape.dims if value.shape is not None else self.shape(value)
+        producer = value.producer()
+        from_constant_node = (producer is not None and producer.op_type == "Constant"
+                              and producer.domain in ("", "ai.onnx"))
+        return (self.dtype(value), dims, self.is_constant(value),
+                value.is_initializer() and value.const_value is not None, from_constant_node)
 
 
 def _names_nothing_of(node: ir.Node, answer: Support) -> bool:

@@ -364,8 +364,9 @@ def propose(
         return Proposal(list(index.sorted_nodes), per_backend, placements, memos)
 
 
-def _propose_for(ctx: ProposalContext, index: _GraphIndex, owner: Mapping[ir.Node, str], on_error: OnError | None,
-                 known: Mapping[int, Support] | None, by_signature: dict[tuple, Support] | None) -> BackendProposal:
+def _propose_for(ctx: ProposalContext, index: _GraphIndex, owner: Mapping[ir.Node, str],
+                 on_error: OnError | None, known: Mapping[int, Support] | None,
+                 by_signature: dict[tuple, Support] | None) -> BackendProposal:
     """What ``ctx.backend`` takes of the nodes *owner* does not hold yet: its units, grouped in waves, each
     group offered to the backend."""
     backend, graph = ctx.backend, ctx.graph
@@ -465,7 +466,7 @@ def gc_paused() -> Iterator[None]:
     """Pause Python's cycle collector while proposing.
 
     Proposing allocates a few small, acyclic objects per node; with the collector on, each full
-    collection walks the whole in-memory model again (a third of the time on a 100k-node graph).
+    collection walks the whole in-memory model again (40% of the time on a 100k-node graph).
     Nests: an inner pause leaves the collector as the outer one had it.
     """
     if not gc.isenabled():
