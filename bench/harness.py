@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 
 RESULTS = pathlib.Path(__file__).parent / "results"
 
-__all__ = ["RESULTS", "COMMAND_ENV", "machine", "versions", "code", "mobile_ep_command", "run", "alternate", "median", "ratio",
+__all__ = ["header", "RESULTS", "COMMAND_ENV", "machine", "versions", "code", "mobile_ep_command", "run", "alternate", "median", "ratio",
            "reproduce", "child_peak_rss", "write_result", "fmt_s", "remove"]
 
 #: The environment of the timed commands: as after a normal install, byte-code cached (with
@@ -166,6 +166,14 @@ def child_peak_rss(script: str | pathlib.Path, *args: str, cwd: str | pathlib.Pa
         measured.update(json.loads(lines[-1][len("@@MEASURED@@"):]))
     measured["stdout"] = "\n".join(line for line in proc.stdout.splitlines() if not line.startswith("@@MEASURED@@"))
     return measured
+
+
+def header(title: str, description: str, command: str, label: str = "this tree",
+           baseline_label: str | None = None) -> list[str]:
+    """The first lines of a results file: its title, the machine, the code measured (and the baseline's, if
+    any) and the command that reproduces it."""
+    code_line = f"Code: {label}" + (f"; baseline: {baseline_label}" if baseline_label else "") + "."
+    return [f"# {title}", "", f"Machine: {description}.", "", code_line, "", f"Reproduce: `{command}`", ""]
 
 
 def write_result(name: str | pathlib.Path, text: str) -> pathlib.Path:

@@ -27,6 +27,7 @@ from harness import (  # noqa: E402
     alternate,
     code,
     fmt_s,
+    header,
     machine,
     median,
     mobile_ep_command,
@@ -62,14 +63,7 @@ def render(times: dict[str, float], repeats: int, warmup: int, description: str,
            label: str = "this tree") -> str:
     reference = times[REFERENCE]
     lines = [
-        "# Start-up: `mobile-ep --help` / `--version` vs `import onnxruntime`",
-        "",
-        f"Machine: {description}.",
-        "",
-        f"Code: {label}" + (f"; baseline: {baseline_label}" if baseline else "") + ".",
-        "",
-        f"Reproduce: `{command}`",
-        "",
+        *header("Start-up: `mobile-ep --help` / `--version` vs `import onnxruntime`", description, command, label, baseline_label if baseline else None),
         f"Each run is a fresh process (byte-code cached); the commands take turns, {repeats} timed rounds after "
         f"{warmup} warm-up round(s); medians. `mobile-ep` = `python -m mobile_ep.cli`. Ratio = command / "
         "`python -c \"import onnxruntime\"`.",

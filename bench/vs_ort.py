@@ -44,6 +44,7 @@ from harness import (  # noqa: E402
     alternate,
     code,
     fmt_s,
+    header,
     machine,
     median,
     mobile_ep_command,
@@ -123,14 +124,7 @@ def render(rows: list[dict], repeats: int, warmup: int, description: str, comman
            baseline: str | None = None, baseline_label: str = "the baseline", baseline_versions: str = "",
            label: str = "this tree") -> str:
     lines = [
-        "# mobile-ep vs ONNX Runtime's own tools, as commands",
-        "",
-        f"Machine: {description}.",
-        "",
-        f"Code: {label}" + (f"; baseline: {baseline_label}" if baseline else "") + ".",
-        "",
-        f"Reproduce: `{command}`",
-        "",
+        *header("mobile-ep vs ONNX Runtime's own tools, as commands", description, command, label, baseline_label if baseline else None),
         f"Each run is a fresh process (start-up and imports included, byte-code cached); the commands of a group "
         f"take turns, {repeats} timed rounds after {warmup} warm-up round(s); medians, and ratios of the medians. "
         f"`mobile-ep` = `python -m mobile_ep.cli`; installed backends: {backends}.",
