@@ -234,7 +234,8 @@ class _UnitGraph:
 
 
 def _node_graph(index: _GraphIndex) -> _UnitGraph:
-    """The unit graph where every unit is one node: the node graph, numbered as the index numbers nodes."""
+    """The unit graph when every unit is one node (a backend without QDQ units, or a graph without
+    QuantizeLinear nodes): the node graph itself, numbered as the index numbers nodes."""
     units = [NodeUnit(node) for node in index.nodes]
     return _UnitGraph(units, index.order, [[i] for i in range(len(units))], index.consumers, index.in_degree)
 
@@ -367,8 +368,9 @@ def propose(
 def _propose_for(ctx: ProposalContext, index: _GraphIndex, owner: Mapping[ir.Node, str],
                  on_error: OnError | None, known: Mapping[int, Support] | None,
                  by_signature: dict[tuple, Support] | None) -> BackendProposal:
-    """What ``ctx.backend`` takes of the nodes *owner* does not hold yet: its units, grouped in waves, each
-    group offered to the backend."""
+    """What ``ctx.backend`` takes of the nodes no backend before it took (*owner*): its units, grouped in
+    waves (:func:`wave_groups`), each group offered to its ``accept_partition``.  *known*: answers already
+    known, by node; *by_signature*: answers by node signature (None: each node is asked)."""
     backend, graph = ctx.backend, ctx.graph
     qdq_ops = backend.qdq_ops()
     if qdq_ops and any(node.op_type == "QuantizeLinear" for node in index.nodes):
