@@ -92,8 +92,7 @@ class RuleContext:
         return cached if cached is not None else self.opset(domain)
 
     def graph_nodes(self) -> Sequence[ir.Node]:
-        """The graph's nodes, in the graph's order (do not change the list: a proposal's context hands out
-        the one it holds, built once for all its backends)."""
+        """The graph's nodes, in the graph's order (a new list each call)."""
         return list(self.graph)
 
     # -- values -----------------------------------------------------------------------------------

@@ -149,7 +149,7 @@ class LegalizePass(ir.passes.InPlacePass):
             _detach(builder.nodes)
             self._skip(rewrite, node, "the rewrite does not replace every used output")
             return False
-        # (the graph does not change while these are asked: a proposal's context, which remembers shapes, fits)
+        # (the graph does not change while these are asked: one proposal context serves them all)
         check = ProposalContext(model, self.backend, graph)
         check.pending_constants = set(builder.initializers)
         for new_node in builder.nodes:
