@@ -44,14 +44,9 @@ class PartitionView:
     units: tuple[NodeUnit, ...]
     inputs: tuple[ir.Value, ...]
     outputs: tuple[ir.Value, ...]
-    #: The units' nodes when whoever made the view knew them already (the partitioner), else None.
-    _nodes: tuple[ir.Node, ...] | None = dataclasses.field(default=None, init=False, repr=False)
 
     @property
     def nodes(self) -> tuple[ir.Node, ...]:
-        nodes = self._nodes
-        if nodes is not None:
-            return nodes
         return tuple(n for u in self.units for n in u.nodes)
 
 
