@@ -125,9 +125,9 @@ def test_check_text_is_a_summary(relu_model, plugins):
     result = run(["check", str(relu_model), "--ep", "toy,other"], plugins)
     assert result.exit_code == 0
     out = result.stdout
-    assert "1/2 nodes (50.0%) in 1 partition" in out
-    assert "1 x  Erf: toy has no rule for Erf  (erf)" in out
-    assert "together, in priority order toy > other: toy: 1, other: 0, cpu: 1" in out
+    assert "toy 1.0: 1/2 nodes claimed (50.0%) in 1 partition, verdict NO" in out
+    assert "    1 node on CPU: toy has no rule for Erf (erf)\n" in out
+    assert "together, in priority order toy > other: toy: 1, other: 0, cpu: 1 nodes" in out
 
 
 def test_convert_writes_models_and_report(tmp_path, plugins, relu_model):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import pathlib
 import sys
@@ -39,6 +40,8 @@ class _State:
         self.verbose = verbose
         self.quiet = quiet
         self.strict = strict
+        #: --node-data FILE.json (check, convert): the Model Explorer node-data file to write.
+        self.node_data: pathlib.Path | None = None
         self._plugins: Plugins | None = None
 
     @property
@@ -196,15 +199,32 @@ _HTML_HELP = ("Also write the HTML report: the graph node by node, coloured by w
               "after convert side by side (one self-contained file).  With several models: a folder, one "
               "report per model and index.html.")
 _JOBS_HELP = "With several models: how many to process at once (0: one per CPU core)."
+_NODE_DATA_HELP = ("Also write a node-data file for Google's Model Explorer: for each node, the backend and "
+                   "partition that take it or why it stays on CPU (several backends: FILE.<backend>.json; several "
+                   "models: a folder).  Open it with: model-explorer MODEL --extensions=model_explorer_onnx "
+                   "--node_data_paths=FILE.json")
+
+
+def _more_verbose(ctx: click.Context, param: click.Parameter, value: int) -> None:
+    if value:
+        ctx.find_object(_State).verbose += value
+
+
+def _set_node_data(ctx: click.Context, param: click.Parameter, value: pathlib.Path | None) -> None:
+    ctx.find_object(_State).node_data = value
 
 
 def _report_options(f):
-    """--json, --html, --jobs: check's and convert's reports, for one model or several."""
+    """--json, --html, --node-data, --jobs, -v: check's and convert's reports, for one model or several."""
     options = [
         click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout."),
         click.option("--html", "html_path", type=click.Path(dir_okay=True, path_type=pathlib.Path),
                      metavar="FILE", help=_HTML_HELP),
+        click.option("--node-data", type=click.Path(dir_okay=True, path_type=pathlib.Path), metavar="FILE.json",
+                     expose_value=False, callback=_set_node_data, help=_NODE_DATA_HELP),
         click.option("-j", "--jobs", type=click.IntRange(min=0), default=1, show_default=True, help=_JOBS_HELP),
+        click.option("-v", "--verbose", count=True, expose_value=False, callback=_more_verbose,
+                     help="Every node left on CPU, one row each, and each backend's options (as mobile-ep -v)."),
     ]
     for option in reversed(options):
         f = option(f)
@@ -226,6 +246,12 @@ def _show(state: _State, result: CheckReport | ConvertReport, html_path: pathlib
 
     if html_path is not None:
         _write_html(state, result, html_path)
+    if state.node_data is not None:
+        from mobile_ep.reports import node_data
+
+        for written in node_data.write_node_data(result, state.node_data):
+            if not state.quiet:
+                click.echo(f"wrote {written}", err=True)
     if as_json:
         click.echo(report.to_json(result))
     elif not state.quiet:
@@ -238,6 +264,15 @@ def _html_folder(path: pathlib.Path | None) -> pathlib.Path | None:
     if path.suffix.lower() in (".html", ".htm"):
         raise UsageError(f"--html {path}: with several models --html names a folder (one report per model, "
                          "and index.html)")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _node_data_folder(path: pathlib.Path | None) -> pathlib.Path | None:
+    if path is None:
+        return None
+    if path.suffix.lower() == ".json":
+        raise UsageError(f"--node-data {path}: with several models --node-data names a folder (one file per model)")
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -276,12 +311,17 @@ def _many(state: _State, arguments: Sequence[pathlib.Path], kind: str, as_json: 
     paths = batch.expand_models(arguments)
     stems = batch.unique_stems(paths)
     html_dir = _html_folder(html_path)
+    node_data_dir = _node_data_folder(state.node_data)
     plugins = state.plugins
 
     def work(i: int) -> batch.ModelResult:
-        with nodegraph.recording(html_dir is not None):
+        with nodegraph.recording(html_dir is not None or node_data_dir is not None):
             result = run(paths[i], stems[i], plugins)
         written = str(html.write_html(result, html_dir / f"{stems[i]}.html")) if html_dir is not None else None
+        if node_data_dir is not None:
+            from mobile_ep.reports import node_data
+
+            node_data.write_node_data(result, node_data_dir / f"{stems[i]}.json")
         described = text(result, verbose=state.verbose > 1) if state.verbose and not as_json else ""
         return batch.ModelResult(str(paths[i]), True, row=row(result),
                                  report=result.as_dict() if as_json else None, text=described, html=written)
@@ -366,9 +406,10 @@ def check(state: _State, models: tuple[pathlib.Path, ...], eps: str | None, opti
         return
     with tempfile.TemporaryDirectory(prefix="mobile-ep-sample-") as tmp:
         path = models[0] if models else _sample(pathlib.Path(tmp), state)
-        with _progress(state, ["load", "partition", "after_convert"]), nodegraph.recording(html_path is not None):
+        with _progress(state, ["load", "partition", "after_convert"]), \
+                nodegraph.recording(html_path is not None or state.node_data is not None):
             result = api.check(path, options=options, plugins=state.plugins)
-    _show(state, result, html_path, as_json, report.check_text)
+    _show(state, result, html_path, as_json, functools.partial(report.check_text, combined=len(options.backends) > 1))
 
 
 def _check_many(state: _State, arguments: Sequence[pathlib.Path], options: Options, as_json: bool,
@@ -380,7 +421,8 @@ def _check_many(state: _State, arguments: Sequence[pathlib.Path], options: Optio
     def run(path: pathlib.Path, stem: str, plugins: Plugins) -> CheckReport:
         return api.check(path, options=options, plugins=plugins)
 
-    _many(state, arguments, "check", as_json, html_path, jobs, run, report.check_text, batch.check_row)
+    _many(state, arguments, "check", as_json, html_path, jobs, run,
+          functools.partial(report.check_text, combined=len(options.backends) > 1), batch.check_row)
 
 
 @main.command()
@@ -427,8 +469,8 @@ def convert(state: _State, models: tuple[pathlib.Path, ...], ep: str, output: pa
     \b
     Examples:
       mobile-ep convert model.onnx --ep nnapi -o out/
-      mobile-ep convert model.onnx --ep coreml -O model_format=NeuralNetwork
-      mobile-ep convert model.onnx --ep nnapi --compile -O compile_ops=extended
+      mobile-ep convert model.onnx --ep coreml -O coreml.model_format=NeuralNetwork
+      mobile-ep convert model.onnx --ep nnapi --compile -O nnapi.compile_ops=extended
       mobile-ep convert model.onnx --ep nnapi --html out/report.html
       mobile-ep convert models/ --ep coreml -o out/ --jobs 2
     """
@@ -444,10 +486,24 @@ def convert(state: _State, models: tuple[pathlib.Path, ...], ep: str, output: pa
     path = models[0] if models else _sample(output, state)
     plan = ["load", "partition", "export_onnx", "export_ort"] + (["compile"] if compile_ else []) \
         + (["verify"] if verify else [])
-    with _progress(state, plan), nodegraph.recording(html_path is not None):
+    with _progress(state, plan), nodegraph.recording(html_path is not None or state.node_data is not None):
         result = api.convert(path, ep, output, options=options, plugins=state.plugins, verify=verify, seed=seed,
                              compile=compile_)
     _show(state, result, html_path, as_json, report.convert_text)
+    _compile_warning(state, result)
+
+
+def _compile_warning(state: _State, result: ConvertReport) -> None:
+    """``--compile`` that compiled nothing: a warning (an error with --strict)."""
+    from mobile_ep.errors import BackendError
+    from mobile_ep.reports import text as report
+
+    warning = report.compile_warning(result)
+    if warning is None:
+        return
+    if state.strict:
+        raise BackendError(f"{warning} (--strict)")
+    click.echo(f"mobile-ep: warning: {warning}", err=True)
 
 
 def _convert_many(state: _State, arguments: Sequence[pathlib.Path], output: pathlib.Path, options: Options,

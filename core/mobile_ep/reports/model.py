@@ -7,7 +7,8 @@ The text, HTML and JSON forms are all made from these objects (:mod:`mobile_ep.r
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import onnx_ir as ir
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from mobile_ep.passes.to_epcontext import CompileResult
 
 __all__ = ["NodeReason", "PartitionReport", "BackendReport", "CombinedReport", "CheckReport", "ConvertReport",
-           "backend_report", "combined_report", "suggestions", "dynamic_inputs"]
+           "Cause", "causes", "backend_report", "combined_report", "suggestions", "dynamic_inputs", "suggest_shapes"]
 
 
 @dataclasses.dataclass
@@ -57,6 +58,9 @@ class BackendReport:
     rewrites: list[dict] = dataclasses.field(default_factory=list)
     #: What would help, in words.
     suggestions: list[str] = dataclasses.field(default_factory=list)
+    #: The ``--shape`` arguments that would fix the model's dynamic inputs (``--shape x=1,3,H,W``), with
+    #: placeholders for the sizes only the user knows; empty when no input is dynamic.
+    shape_fix: str = ""
     #: The graph this report describes, node by node (recorded under ``nodegraph.recording()``, for the
     #: HTML report and ``explain``); not part of the JSON.
     graph: nodegraph.GraphSnapshot | None = dataclasses.field(default=None, repr=False, compare=False)
@@ -80,6 +84,8 @@ class BackendReport:
             result["rewrites"] = self.rewrites
         if self.suggestions:
             result["suggestions"] = self.suggestions
+        if self.unsupported:
+            result["causes"] = [c.as_dict() for c in causes(self)]
         return result
 
 
@@ -211,18 +217,129 @@ def combined_report(proposal: Proposal) -> CombinedReport:
     return CombinedReport(list(proposal.per_backend), placement, partitions)
 
 
-def dynamic_inputs(model: ir.Model) -> list[str]:
-    return [v.name or "" for v in model.graph.inputs
-            if not v.is_initializer() and (v.shape is None or any(not isinstance(d, int) for d in v.shape))]
+def dynamic_inputs(model: ir.Model) -> dict[str, list[int | str | None] | None]:
+    """The model's inputs with a dynamic shape: name -> dims (an int, a dim parameter's name, or ``None``; the
+    dims are ``None`` when the rank is unknown too).  Iterates as the names."""
+    result: dict[str, list[int | str | None] | None] = {}
+    for v in model.graph.inputs:
+        if v.is_initializer() or (v.shape is not None and all(isinstance(d, int) for d in v.shape)):
+            continue
+        result[v.name or ""] = None if v.shape is None else [
+            d if isinstance(d, int) else (d.value if isinstance(d, ir.SymbolicDim) else None) for d in v.shape]
+    return result
 
 
-def suggestions(before: BackendReport, after: BackendReport | None, dynamic: Sequence[str]) -> list[str]:
-    """Hints for the user; *dynamic*: the model's inputs with dynamic shapes (:func:`dynamic_inputs`)."""
+_PLACEHOLDER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,11}")
+
+
+def _suggest_dims(dims: Sequence[int | str | None]) -> list[str]:
+    """Sizes to try for one input: its static dims as they are, 1 for the batch, and placeholders (``H``,
+    ``W``, the dim's own name or ``D<i>``) for the sizes only the user knows."""
+    rank = len(dims)
+    image = rank == 4 and isinstance(dims[1], int) and dims[1] <= 4
+    nhwc = rank == 4 and not image and isinstance(dims[3], int) and dims[3] <= 4
+    result = []
+    for i, d in enumerate(dims):
+        if isinstance(d, int):
+            result.append(str(d))
+        elif i == 0:
+            result.append("1")
+        elif image and i in (2, 3):
+            result.append("HW"[i - 2])
+        elif nhwc and i in (1, 2):
+            result.append("HW"[i - 1])
+        elif isinstance(d, str) and _PLACEHOLDER.fullmatch(d) and not d.startswith("unk__"):
+            result.append(d)
+        else:
+            result.append(f"D{i}")
+    return result
+
+
+def suggest_shapes(dynamic: Mapping[str, Sequence[int | str | None] | None] | Sequence[str]) -> str:
+    """``--shape`` arguments for the dynamic inputs of :func:`dynamic_inputs` (``--shape x=1,3,H,W``)."""
+    if not isinstance(dynamic, Mapping):
+        return " ".join(f"--shape {name}=D1,D2,..." for name in dynamic)
+    parts = []
+    for name, dims in dynamic.items():
+        sizes = ",".join(_suggest_dims(dims)) if dims is not None else "D1,D2,..."
+        parts.append(f"--shape {name + '=' if len(dynamic) > 1 or name else ''}{sizes}")
+    return " ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------------
+# Causes: the reasons nodes stay on the CPU, grouped by what would fix them
+# --------------------------------------------------------------------------------------------------
+_DYNAMIC = re.compile(r"dynamic|unknown shape|no known shape|no shape information|static shape", re.IGNORECASE)
+_NO_RULE = re.compile(r"has no rule for (\S+)")
+_SHAPE_TEXT = re.compile(r"\[[^\]]*\]|\([^()]*\?[^()]*\)")
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+@dataclasses.dataclass
+class Cause:
+    """One reason nodes stay on the CPU, however many nodes it applies to.
+
+    ``kind`` is ``"dynamic"`` (dynamic or unknown shapes: fixed with ``--shape``/``--dim``), ``"no_rule"`` (the
+    backend has no rule for the op) or ``"rule"`` (a rule's condition, e.g. a dtype, an attribute or a rank).
+    Reasons are grouped on their text with shapes and quoted names left out, so one cause is one line whatever
+    the symbolic shapes in each node's reason.
+    """
+
+    kind: str
+    #: The reason in words (the first node's, for a rule's condition).
+    text: str
+    #: op -> how many nodes of it, most first.
+    ops: dict[str, int]
+    nodes: list[str]
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "text": self.text, "ops": self.ops, "count": len(self.nodes)}
+
+
+def cause_key(op: str, reason: str) -> tuple[str, str]:
+    """(kind, key) of one node's *reason*: nodes with the same key share a cause."""
+    text = reason[len(op) + 2:] if reason.startswith(op + ": ") else reason
+    if _DYNAMIC.search(text):
+        return "dynamic", ""
+    if _NO_RULE.search(text):
+        return "no_rule", ""
+    return "rule", _QUOTED.sub("'…'", _SHAPE_TEXT.sub("[…]", text))
+
+
+def causes(report: BackendReport) -> list[Cause]:
+    """The nodes *report* leaves on the CPU, grouped by cause (most nodes first)."""
+    grouped: dict[tuple[str, str], Cause] = {}
+    for item in report.unsupported:
+        kind, key = cause_key(item.op, item.reason)
+        cause = grouped.get((kind, key))
+        if cause is None:
+            text = item.reason[len(item.op) + 2:] if item.reason.startswith(item.op + ": ") else item.reason
+            if kind == "dynamic":
+                text = "dynamic input shapes (the sizes are not known before the model runs)"
+            elif kind == "no_rule":
+                text = f"{report.backend} has no rule for these ops"
+            cause = grouped[(kind, key)] = Cause(kind, text, {}, [])
+        cause.ops[item.op] = cause.ops.get(item.op, 0) + 1
+        cause.nodes.append(item.node)
+    for cause in grouped.values():
+        cause.ops = dict(sorted(cause.ops.items(), key=lambda kv: (-kv[1], kv[0])))
+    return sorted(grouped.values(), key=lambda c: (-len(c.nodes), c.kind, c.text))
+
+
+def suggestions(before: BackendReport, after: BackendReport | None,
+                dynamic: Mapping[str, Sequence[int | str | None] | None] | Sequence[str]) -> list[str]:
+    """Hints for the user; *dynamic*: the model's inputs with dynamic shapes (:func:`dynamic_inputs`).
+
+    Also sets ``before.shape_fix`` (and ``after.shape_fix``) to the suggested ``--shape`` arguments."""
     hints = []
-    if dynamic and any("dynamic" in u.reason or "static" in u.reason for u in before.unsupported):
+    if dynamic:
+        before.shape_fix = suggest_shapes(dynamic)
+        if after is not None:
+            after.shape_fix = before.shape_fix
+    if dynamic and any(cause_key(u.op, u.reason)[0] == "dynamic" for u in before.unsupported):
         names = ", ".join(dynamic)
         hints.append(f"inputs with dynamic shapes ({names}) keep nodes off the accelerator: fix them with "
-                     f"--shape NAME=D1,D2,... or --dim PARAM=VALUE")
+                     f"{before.shape_fix} (your sizes for the letters) or --dim PARAM=VALUE")
     if after is not None and after.rewrites:
         counts: dict[str, int] = {}
         for r in after.rewrites:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import shutil
+import sys
+import textwrap
 from collections.abc import Sequence
 
 from mobile_ep.contract import Backend
-from mobile_ep.reports.model import BackendReport, CheckReport, ConvertReport
+from mobile_ep.reports.model import BackendReport, CheckReport, ConvertReport, causes
 
-__all__ = ["check_text", "convert_text", "to_json", "ops_markdown", "ops_text"]
+__all__ = ["check_text", "convert_text", "compile_warning", "to_json", "ops_markdown", "ops_text"]
 
 
 def to_json(report: CheckReport | ConvertReport, *, timings: bool = True) -> str:
@@ -20,8 +23,29 @@ def to_json(report: CheckReport | ConvertReport, *, timings: bool = True) -> str
     return json.dumps(data, indent=2)
 
 
+class _Out:
+    """Where the text goes: a terminal (tables fitted to its width) or a pipe or file (nothing cut).
+
+    Prose is wrapped at word boundaries (an option such as ``--shape x=1,3,H,W`` is never split); only
+    tables (``-v`` node lists, the op tables) are cut to the width, and only on a terminal."""
+
+    def __init__(self, terminal: bool | None = None) -> None:
+        self.terminal = sys.stdout.isatty() if terminal is None else terminal
+        columns = shutil.get_terminal_size((100, 24)).columns
+        self.width = max(60, columns if self.terminal or os.environ.get("COLUMNS") else 100)
+
+    def wrap(self, text: str, indent: str = "", more: str = "    ") -> list[str]:
+        return textwrap.wrap(text, self.width, initial_indent=indent, subsequent_indent=indent + more,
+                             break_long_words=False, break_on_hyphens=False) or [indent]
+
+    def row(self, text: str) -> str:
+        if self.terminal and len(text) > self.width:
+            return text[: max(0, self.width - 1)] + "…"
+        return text
+
+
 def _width() -> int:
-    return max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
+    return _Out().width
 
 
 def _clip(text: str, width: int) -> str:
@@ -35,35 +59,73 @@ def _sizes(report: BackendReport) -> str:
     return ", ".join(map(str, sizes))
 
 
-def backend_text(report: BackendReport, *, verbose: bool = False, width: int | None = None) -> list[str]:
-    width = width or _width()
-    options = " ".join(f"{k}={v}" for k, v in report.options.items())
-    lines = [_clip(f"{report.backend} {report.version}" + (f"  [{options}]" if options else ""), width)]
-    pct = 100.0 * report.coverage
+_VERDICTS = {
+    "YES": "the model should perform well with this backend",
+    "MAYBE": "worth measuring on a device",
+    "NO": "likely slower than the CPU alone (too many partitions or too few nodes claimed)",
+}
+
+
+def _result(report: BackendReport) -> str:
+    """``claimed/nodes (pct) in N partitions (sizes), verdict V``."""
     count = len(report.partitions)
-    noun = "partition" if count == 1 else "partitions"
-    summary = f"  {report.supported_nodes}/{report.nodes} nodes ({pct:.1f}%) in {count} {noun}"
-    if count:
-        summary += f" (sizes: {_sizes(report)})"
-    lines.append(_clip(summary, width))
-    lines.append(f"  verdict: {report.verdict}" + {
-        "YES": " - the model should perform well with this backend",
-        "MAYBE": " - worth measuring on a device",
-        "NO": " - likely slower than the CPU alone (too many partitions or too few nodes claimed)",
-    }[report.verdict])
-    if report.unsupported:
-        lines.append(f"  left on CPU ({len(report.unsupported)}):")
-        if verbose:
-            for item in report.unsupported:
-                lines.append(_clip(f"    {item.node:<24} {item.reason}", width))
+    text = (f"{report.supported_nodes}/{report.nodes} nodes claimed ({100.0 * report.coverage:.1f}%) in {count} "
+            f"partition{'' if count == 1 else 's'}")
+    if count > 1:
+        text += f" ({_sizes(report)})"
+    return text + f", verdict {report.verdict}"
+
+
+def _ops(ops: dict[str, int], limit: int = 6) -> str:
+    items = [f"{op} x{n}" if n > 1 else op for op, n in ops.items()]
+    return ", ".join(items[:limit]) + (f", +{len(items) - limit} more ops" if len(items) > limit else "")
+
+
+def cause_lines(report: BackendReport, out: _Out, indent: str = "  ") -> list[str]:
+    """One line (wrapped) per cause: how many nodes, the ops, the cause and what to do about it."""
+    lines = []
+    for cause in causes(report):
+        count = len(cause.nodes)
+        head = f"{count} node{'' if count == 1 else 's'} on CPU: "
+        if cause.kind == "dynamic":
+            fix = report.shape_fix or "--shape NAME=D1,D2,..."
+            letters = sorted({c for c in fix.split("=", 1)[-1] if c.isalpha()} - {"D"}) if report.shape_fix else []
+            text = (f"{head}dynamic shapes ({_ops(cause.ops)}); fix them with {fix}"
+                    + (f" ({', '.join(letters)}: your input's size)" if letters else "")
+                    + " or --dim PARAM=VALUE")
+        elif cause.kind == "no_rule":
+            text = f"{head}{report.backend} has no rule for {_ops(cause.ops, limit=10)}"
         else:
-            groups: dict[str, list[str]] = {}
-            for item in report.unsupported:
-                groups.setdefault(item.reason, []).append(item.node)
-            for reason, names in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-                head = f"    {len(names):>4} x  {reason}"
-                example = f"  ({', '.join(names[:3])}{', …' if len(names) > 3 else ''})"
-                lines.append(_clip(head + example, width))
+            text = f"{head}{_ops(cause.ops)}: {cause.text}"
+        if count <= 3:
+            text += f" ({', '.join(cause.nodes)})"
+        lines.extend(out.wrap(text, indent + "  "))
+    return lines
+
+
+def _node_rows(report: BackendReport, out: _Out) -> list[str]:
+    """-v: every node left on the CPU, one row each."""
+    if not report.unsupported:
+        return []
+    width = max((len(u.node) for u in report.unsupported), default=0)
+    rows = [f"  every node left on CPU ({len(report.unsupported)}):"]
+    rows.extend(out.row(f"    {u.node:<{min(width, 40)}}  {u.reason}") for u in report.unsupported)
+    return rows
+
+
+def backend_text(report: BackendReport, *, verbose: bool = False, width: int | None = None,
+                 out: _Out | None = None, label: str = "") -> list[str]:
+    """One backend: its result in one line, then one line per cause (every node with *verbose*)."""
+    out = out or _Out()
+    if width is not None:
+        out.width = width
+    title = f"{report.backend} {report.version}" + (f" ({label})" if label else "")
+    lines = out.wrap(f"{title}: {_result(report)} - {_VERDICTS[report.verdict]}", "", "  ")
+    if verbose and report.options:
+        lines.extend(out.wrap("options: " + " ".join(f"{k}={v}" for k, v in report.options.items()), "  "))
+    lines.extend(cause_lines(report, out))
+    if verbose:
+        lines.extend(_node_rows(report, out))
     return lines
 
 
@@ -77,70 +139,121 @@ def _after_summary(after: BackendReport) -> str:
     return text
 
 
-def check_text(report: CheckReport, *, verbose: bool = False) -> str:
-    width = _width()
-    lines = [_clip(f"{report.model}: {report.nodes} nodes (as an ORT session sees it after basic optimization)",
-                   width), ""]
-    for name, backend in report.backends.items():
-        lines.extend(backend_text(backend, verbose=verbose, width=width))
+def _rewrites(report: BackendReport) -> str:
+    counts: dict[str, int] = {}
+    for r in report.rewrites:
+        counts[r["rewrite"]] = counts.get(r["rewrite"], 0) + 1
+    return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items()))
+
+
+def check_text(report: CheckReport, *, verbose: bool = False, combined: bool | None = None,
+               terminal: bool | None = None) -> str:
+    """``check``'s answer.  Without ``--shape``/``--dim``: per backend the model as ORT Mobile sees it today
+    (one line), one line per cause, and one line for the model after ``mobile-ep convert``.  With them, the
+    fixed (and converted) model is the subject and the model as is gets one line.  *combined*: show the
+    backends registered together (default: when the report has it and more than one backend)."""
+    out = _Out(terminal)
+    fixed = bool(report.shape_changes)
+    lines = out.wrap(f"{report.model}: {report.nodes} nodes (as an ORT session sees it after basic optimization)",
+                     "", "  ")
+    if fixed:
+        changes = ", ".join(f"{name} {old} -> {new}" for name, (old, new) in report.shape_changes.items())
+        lines.extend(out.wrap(f"with the shapes fixed: {changes}", "", "  "))
+    lines.append("")
+    for name, as_is in report.backends.items():
         after = report.after_convert.get(name)
-        if after is not None:
-            lines.append(_clip(f"  after mobile-ep convert: {_after_summary(after)}", width))
-        for hint in backend.suggestions:
-            lines.append(_clip(f"  hint: {hint}", width) if not verbose else f"  hint: {hint}")
+        subject = after if fixed and after is not None else as_is
+        lines.extend(backend_text(subject, verbose=verbose, out=out,
+                                  label="shapes fixed, after mobile-ep convert" if subject is after else ""))
+        if subject is after:
+            lines.extend(out.wrap(f"as is (no --shape/--dim, no rewrites): {_after_summary(as_is)}", "  "))
+            if after.rewrites:
+                lines.extend(out.wrap(f"mobile-ep convert rewrites: {_rewrites(after)}", "  "))
+        elif after is not None:
+            text = f"after mobile-ep convert: {_after_summary(after)}"
+            if after.rewrites:
+                text += f" (rewrites: {_rewrites(after)})"
+            lines.extend(out.wrap(text, "  "))
         lines.append("")
-    if report.shape_changes:
-        fixed = ", ".join(f"{name} {old} -> {new}" for name, (old, new) in report.shape_changes.items())
-        lines.append(_clip(f"shapes fixed for the after-convert view: {fixed}", width))
-        lines.append("")
-    if report.combined is not None:
+    if combined is None:
+        combined = len(report.backends) > 1
+    if combined and report.combined is not None:
         placement = ", ".join(f"{k}: {v}" for k, v in report.combined.placement.items())
-        lines.append(_clip(f"together, in priority order {' > '.join(report.combined.order)}: {placement}", width))
+        lines.extend(out.wrap(f"together, in priority order {' > '.join(report.combined.order)}"
+                              f"{' (as is)' if fixed else ''}: {placement} nodes", "", "  "))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 
-def convert_text(report: ConvertReport, *, verbose: bool = False) -> str:
-    width = _width()
-    lines = backend_text(report.check, verbose=verbose, width=width)
-    if report.before is not None:
-        b = report.before
-        lines.append(f"  before mobile-ep: {b.supported_nodes}/{b.nodes} nodes in {len(b.partitions)} partitions, "
-                     f"verdict {b.verdict}")
-    if report.check.rewrites:
-        counts: dict[str, int] = {}
-        for r in report.check.rewrites:
-            counts[r["rewrite"]] = counts.get(r["rewrite"], 0) + 1
-        lines.append(_clip("  rewrites: " + ", ".join(f"{k} x{v}" for k, v in sorted(counts.items())), width))
+def _verification_lines(report: ConvertReport, out: _Out) -> list[str]:
+    lines = []
+    for v in report.verification:
+        status = "matches" if v.ok else "DIFFERS from"
+        worst_abs = max((o.max_abs for o in v.outputs), default=0.0)
+        lines.extend(out.wrap(f"verify: {pathlib.Path(v.candidate).name} {status} the original "
+                              f"(max abs error {worst_abs:.2e})", "  "))
+        for o in v.outputs:
+            flag = "ok" if o.ok else "MISMATCH"
+            rel = getattr(o, "max_rel", None)
+            floor = getattr(o, "rel_floor", None)
+            if rel is None:
+                rel_text = "relative error not measured (the reference is near zero everywhere)"
+            elif floor:
+                rel_text = f"max rel {rel:.2e} where |reference| > {floor:.0e}"
+            else:
+                rel_text = f"max rel {rel:.2e}"
+            note = f" ({o.note})" if o.note else ""
+            lines.extend(out.wrap(f"{o.name}: {flag}, max abs {o.max_abs:.2e}, {rel_text}{note}", "    "))
+    return lines
+
+
+def compile_warning(report: ConvertReport) -> str | None:
+    """The warning for ``convert --compile`` that compiled nothing (None when something was compiled)."""
+    compiled = getattr(report, "compiled", None)
+    if compiled is None or compiled.compiled:
+        return None
+    if compiled.failures:
+        why = "; ".join(f"partition {f.partition}: {f.reason}" for f in compiled.failures[:3])
+        more = f" (and {len(compiled.failures) - 3} more)" if len(compiled.failures) > 3 else ""
+        return f"--compile compiled no partition: {why}{more}"
+    if not report.check.partitions:
+        return (f"--compile compiled no partition: {report.backend} claims no node of this model"
+                + (f" (fix the input shapes with {report.check.shape_fix})" if report.check.shape_fix
+                   and any(c.kind == "dynamic" for c in causes(report.check)) else ""))
+    return "--compile compiled no partition: the backend lowered none of them"
+
+
+def convert_text(report: ConvertReport, *, verbose: bool = False, terminal: bool | None = None) -> str:
+    """``convert``'s answer: the converted model's result and causes, then what was written and verified."""
+    out = _Out(terminal)
+    lines = out.wrap(f"{report.model} -> {report.backend}", "", "  ")
     for name, (old, new) in report.shape_changes.items():
-        lines.append(_clip(f"  shape: {name} {old} -> {new}", width))
+        lines.extend(out.wrap(f"shape fixed: {name} {old} -> {new}", "  "))
+    lines.extend(backend_text(report.check, verbose=verbose, out=out))
+    if report.before is not None:
+        lines.extend(out.wrap(f"before mobile-ep (as ORT Mobile sees the model): {_after_summary(report.before)}",
+                              "  "))
+    if report.check.rewrites:
+        lines.extend(out.wrap(f"rewrites: {_rewrites(report.check)}", "  "))
     for p in report.check.partitions:
         if p.estimate and not p.estimate.get("kept", True):
-            lines.append(_clip(f"  note: partition of {len(p.nodes)} nodes ({p.nodes[0]}…): {p.estimate['reason']}; "
-                               "ORT's EP still takes it (--compile can leave it on CPU)", width))
+            lines.extend(out.wrap(f"note: partition of {len(p.nodes)} nodes ({p.nodes[0]}, ...): "
+                                  f"{p.estimate['reason']}; ORT's EP still takes it (--compile can leave it on CPU)",
+                                  "  "))
     lines.append("  wrote:")
     for kind, path in report.outputs.items():
-        lines.append(_clip(f"    {kind:<9}{path}", width))
+        lines.append(f"    {kind:<9}{path}")
     compiled = getattr(report, "compiled", None)
     if compiled is not None:
-        lines.append(_clip(f"    {'bundle':<9}{compiled.bundle}", width))
-        lines.append(_clip(f"    {'adapter':<9}{compiled.adapter}", width))
-        lines.append(f"  compiled: {len(compiled.compiled)} partition(s), {compiled.compiled_nodes}/{compiled.nodes} nodes "
-                     f"as {compiled.backend} payloads")
+        lines.append(f"    {'bundle':<9}{compiled.bundle}")
+        lines.append(f"    {'adapter':<9}{compiled.adapter}")
+        lines.extend(out.wrap(f"compiled: {len(compiled.compiled)} partition(s), {compiled.compiled_nodes}/"
+                              f"{compiled.nodes} nodes as {compiled.backend} payloads", "  "))
         for failure in compiled.failures:
-            lines.append(_clip(f"    not compiled (left on CPU): partition {failure.partition} ({len(failure.nodes)} "
-                               f"nodes): {failure.reason}", width))
+            lines.extend(out.wrap(f"not compiled (left on CPU): partition {failure.partition} "
+                                  f"({len(failure.nodes)} nodes): {failure.reason}", "    "))
     if report.verification:
-        for v in report.verification:
-            status = "matches" if v.ok else "DIFFERS"
-            worst_abs = max((o.max_abs for o in v.outputs), default=0.0)
-            worst_rel = max((o.max_rel for o in v.outputs), default=0.0)
-            lines.append(f"  verify: {pathlib.Path(v.candidate).name} {status} the original "
-                         f"(max abs error {worst_abs:.2e}, max rel error {worst_rel:.2e})")
-            for o in v.outputs:
-                flag = "ok" if o.ok else "MISMATCH"
-                lines.append(_clip(f"    {o.name}: max abs {o.max_abs:.2e}, max rel {o.max_rel:.2e} {flag}"
-                                   f"{' (' + o.note + ')' if o.note else ''}", width))
+        lines.extend(_verification_lines(report, out))
     else:
         lines.append("  verify: skipped (--no-verify)")
     return "\n".join(lines) + "\n"
@@ -178,11 +291,11 @@ def ops_markdown(backends: Sequence[Backend]) -> str:
 
 
 def ops_text(backends: Sequence[Backend]) -> str:
-    width = _width()
+    fit = _Out()
     out = []
     for backend in backends:
         out.append(f"{backend.name} {backend.version}: {len(backend.rules)} ops")
         for label, _module, conditions in _rows(backend):
-            out.append(_clip(f"  {label:<28} {conditions}", width))
+            out.append(fit.row(f"  {label:<28} {conditions}"))
         out.append("")
     return "\n".join(out)
