@@ -99,11 +99,16 @@ class NodeUnit:
     kind: Literal["single", "qdq"] = "single"
     dq_nodes: tuple[ir.Node, ...] = ()
     q_nodes: tuple[ir.Node, ...] = ()
+    #: A Relu or Clip between the target and its QuantizeLinear that the quantization makes redundant
+    #: (ORT's ``IsClipMadeRedundantByQ``): part of the unit, with nothing to compute.
+    redundant_clip: ir.Node | None = None
 
     @property
     def nodes(self) -> tuple[ir.Node, ...]:
         if not self.dq_nodes and not self.q_nodes:
             return (self.target,)
+        if self.redundant_clip is not None:
+            return (*self.dq_nodes, self.target, self.redundant_clip, *self.q_nodes)
         return (*self.dq_nodes, self.target, *self.q_nodes)
 
     @property
@@ -138,9 +143,10 @@ class NodeUnit:
     @property
     def outputs(self) -> tuple[UnitIO, ...]:
         q_by_input = {q.inputs[0]: q for q in self.q_nodes}
+        clip = self.redundant_clip
         result = []
         for value in self.target.outputs:
-            q = q_by_input.get(value)
+            q = q_by_input.get(clip.outputs[0] if clip is not None else value)
             if q is not None:
                 result.append(UnitIO(q.outputs[0], _input(q, 1), _input(q, 2)))
             else:

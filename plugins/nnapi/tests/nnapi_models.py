@@ -102,9 +102,11 @@ def qdq_conv(act=np.uint8, weight=np.int8, w_scale=None, w_zp=None, out_scale=0.
     ]
     conv_inputs = ["x_dq", "w_dq"]
     if bias:
-        inits.update({"b_q": np.zeros(4, dtype=np.int32), "b_scale": np.array(0.0002, dtype=np.float32),
-                      "b_zp": np.array(0, dtype=np.int32)})
-        nodes.append(node("DequantizeLinear", ["b_q", "b_scale", "b_zp"], ["b_dq"], name="dq_b"))
+        b_scale = np.float32(0.02) * w_scale  # input scale × weight scale, per channel too
+        inits.update({"b_q": np.zeros(4, dtype=np.int32), "b_scale": b_scale.astype(np.float32),
+                      "b_zp": np.zeros(b_scale.shape, dtype=np.int32)})
+        nodes.append(node("DequantizeLinear", ["b_q", "b_scale", "b_zp"], ["b_dq"], name="dq_b",
+                          **({"axis": 0} if b_scale.ndim else {})))
         conv_inputs.append("b_dq")
     nodes += [
         node("Conv", conv_inputs, ["conv_out"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=group),

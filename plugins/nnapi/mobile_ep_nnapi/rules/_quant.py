@@ -24,6 +24,7 @@ __all__ = [
     "check_binary_quantized_types",
     "scale_and_zero_point",
     "check_scale_and_zero_point",
+    "check_bias_quantization",
     "dtype_name",
 ]
 
@@ -247,6 +248,37 @@ def check_scale_and_zero_point(io: UnitIO | None, ctx: RuleContext, label: str, 
         return Support.no(f"{label} scale is {actual[0]:g}; needs {scale:g}")
     if actual[1] != zero_point:
         return Support.no(f"{label} zero point is {actual[1]}; needs {zero_point}")
+    return SUPPORTED
+
+
+def check_bias_quantization(unit: NodeUnit, ctx: RuleContext, index: int = 2) -> Support:
+    """A QDQ unit's int32 bias has scale = input scale × weight scale (per channel too) and zero point 0.
+
+    ORT's NNAPI EP passes the bias data as it is, with the scale NNAPI requires (input × weight), and ignores
+    the bias DequantizeLinear's own scale: any other scale would change the result.  Scales are compared as
+    float32 with a relative tolerance of 1e-6.
+    """
+    if unit.kind != "qdq":
+        return SUPPORTED
+    inputs = unit.inputs
+    bias = inputs[index] if index < len(inputs) else None
+    if bias is None or bias.scale is None:
+        return SUPPORTED
+    scales = [ctx.constant(io.scale) if io is not None and io.scale is not None else None for io in inputs[:2]]
+    bias_scale = ctx.constant(bias.scale)
+    if any(s is None for s in scales) or bias_scale is None:
+        return Support.no("the bias, input or weight scale is not a constant initializer")
+    expected = (np.float32(np.asarray(scales[0]).reshape(-1)[0]) * np.asarray(scales[1], np.float32)).reshape(-1)
+    given = np.asarray(bias_scale, np.float32).reshape(-1)
+    if given.size not in (1, expected.size) or not np.allclose(given, expected, rtol=1e-6, atol=0):
+        shown = f"{float(given[0]):g}" if given.size == 1 else f"{given.size} scales"
+        want = f"{float(expected[0]):g}" if expected.size == 1 else "input scale × each weight scale"
+        return Support.no(f"the bias (input {index}) is quantized with scale {shown}; NNAPI needs input scale × "
+                          f"weight scale = {want}")
+    if bias.zero_point is not None:
+        zero_point = ctx.constant(bias.zero_point)
+        if zero_point is None or np.any(np.asarray(zero_point) != 0):
+            return Support.no(f"the bias (input {index}) has a non-zero zero point; NNAPI needs 0")
     return SUPPORTED
 
 

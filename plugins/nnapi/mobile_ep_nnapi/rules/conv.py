@@ -11,7 +11,7 @@ from mobile_ep_nnapi.model import ChannelQuant
 from mobile_ep_nnapi.nnapi import OperandCode, OperationCode, PaddingCode
 
 from ._base import NnapiRule, constant_input, input_count, input_value, needs_feature_level
-from ._quant import quantized_op_type, unit_inputs, unit_outputs
+from ._quant import check_bias_quantization, quantized_op_type, unit_inputs, unit_outputs
 from .binary import check_quantized_binary_io
 
 _CONV_CODES = {"conv": OperationCode.CONV_2D, "depthwise": OperationCode.DEPTHWISE_CONV_2D,
@@ -102,7 +102,8 @@ class ConvRule(NnapiRule):
             if not result:
                 return result
         if self.is_quantized(unit) and input_count(unit) > 2:
-            return constant_input(ctx, unit, 2, "bias", shown=8 if unit.kind == "single" else 2)
+            result = constant_input(ctx, unit, 2, "bias", shown=8 if unit.kind == "single" else 2)
+            return check_bias_quantization(unit, ctx) if result else result
         return SUPPORTED
 
     def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:

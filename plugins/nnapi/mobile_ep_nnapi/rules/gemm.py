@@ -8,7 +8,7 @@ from mobile_ep import SUPPORTED, DataType, NodeUnit, RuleContext, Support, attr
 from mobile_ep_nnapi.nnapi import FuseCode, OperandCode, OperationCode
 
 from ._base import NnapiRule, constant_input, extended, input_count, input_value, needs_feature_level
-from ._quant import quantized_op_type, unit_inputs, unit_outputs
+from ._quant import check_bias_quantization, quantized_op_type, unit_inputs, unit_outputs
 from .binary import check_quantized_binary_io
 
 QUANTIZED_GEMM = frozenset({"QLinearMatMul", "QDQGemm", "QDQMatMul"})
@@ -89,7 +89,8 @@ def check_gemm(unit: NodeUnit, ctx: RuleContext) -> Support:
         if not result:
             return result
     if quantized_op_type(unit) == "QDQGemm" and input_count(unit) > 2:
-        return constant_input(ctx, unit, 2, "bias")
+        result = constant_input(ctx, unit, 2, "bias")
+        return check_bias_quantization(unit, ctx) if result else result
     return SUPPORTED
 
 
