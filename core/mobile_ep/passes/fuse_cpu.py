@@ -155,6 +155,21 @@ def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str |
     taken = {name for n in kept_nodes for name in (*_all_inputs(n), *n.output)} | {n.name for n in kept_nodes}
     defined = {o for n in fused.graph.node for o in n.output} | {t.name for t in fused.graph.initializer}
     clashes = {name: prefix + name for name in (defined & taken) - boundary if name}
+    # Initializers onnxruntime made while fusing (``gemm_input_shape``, ...) are renamed too: a session on
+    # the written model runs the same fusions on the kept nodes and adds those names again, which
+    # onnxruntime refuses ("Attempt to replace the existing tensor") when the name is already taken.
+    sub_names = {t.name for t in sub.graph.initializer} | {o for n in sub.graph.node for o in n.output} | \
+        {i.name for i in sub.graph.input}
+    in_use = taken | defined | initializer_names | set(clashes.values())
+    for t in fused.graph.initializer:
+        if t.name in sub_names or t.name in clashes:
+            continue
+        new_name, count = prefix + t.name, 0
+        while new_name in in_use:
+            count += 1
+            new_name = f"{prefix}{t.name}_{count}"
+        clashes[t.name] = new_name
+        in_use.add(new_name)
 
     new_nodes = []
     for n in fused.graph.node:

@@ -15,6 +15,12 @@ import onnx_ir as ir
 
 from mobile_ep.contract import RuleContext, Support, attr
 from mobile_ep.contract.rewrite import Builder, Rewrite, broadcast_shapes
+from mobile_ep.passes._rewrites_spatial import (
+    ConvTo2D,
+    ConvTransposeToDepthToSpace,
+    PadToGather,
+    PoolCeilToPads,
+)
 
 __all__ = [
     "SumToAdd",
@@ -39,6 +45,10 @@ __all__ = [
     "ReduceSumToMean",
     "AbsToRelu",
     "GemmFoldScales",
+    "ConvTo2D",
+    "ConvTransposeToDepthToSpace",
+    "PoolCeilToPads",
+    "PadToGather",
 ]
 
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE)

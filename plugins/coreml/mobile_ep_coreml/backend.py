@@ -147,6 +147,10 @@ class CoreMLBackend(Backend):
             r.InstanceNormToPrimitives(),
             r.AbsToRelu(),
             r.GemmFoldScales(),
+            r.ConvTransposeToDepthToSpace(),
+            r.ConvTo2D(),
+            r.PoolCeilToPads(),
+            r.PadToGather(),
         )
 
     def qdq_ops(self) -> frozenset[str]:

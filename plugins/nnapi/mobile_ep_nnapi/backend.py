@@ -176,6 +176,10 @@ class NnapiBackend(Backend):
             r.ReciprocalToDiv(),
             r.ReduceSumToMean(),
             r.GemmFoldScales(),
+            r.ConvTransposeToDepthToSpace(),
+            r.ConvTo2D(),
+            r.PoolCeilToPads(),
+            r.PadToGather(),
         )
 
     def qdq_ops(self) -> frozenset[str]:
