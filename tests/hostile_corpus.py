@@ -497,7 +497,7 @@ def recursive_function(g):
 @case
 def negative_input_dim(g):
     nodes, x, y, names = g.chain()
-    dim = -g.rng.randint(1, 10**6)
+    dim = -g.rng.randint(2, 10**6)  # (-1 is an unknown dim)
     shape = g.shape()
     shape[g.rng.randrange(len(shape))] = dim
     m = g.model(nodes, [vi(names[0], shape)], [y])
@@ -524,7 +524,7 @@ def billions_of_elements_output(g):
 def negative_value_info_dim(g):
     nodes, x, y, names = g.chain(length=2)
     m = g.model(nodes, [x], [y])
-    dim = -g.rng.randint(1, 99)
+    dim = -g.rng.randint(2, 99)  # (-1 is an unknown dim)
     m.graph.value_info.append(vi(names[1], [dim, 3]))
     return g.write(m), f"absurd shape: value {names[1]!r} has a negative dimension ({dim})"
 

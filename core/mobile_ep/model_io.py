@@ -27,6 +27,7 @@ import stat
 import tempfile
 from collections.abc import Iterator
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import NameFixPass
@@ -96,7 +97,8 @@ class _Refused(Exception):
 
 
 def _check_value(value: onnx.ValueInfoProto, what: str) -> None:
-    """Refuse a declared or inferred value of an unknown element type or a negative or absurd shape."""
+    """Refuse a declared or inferred value of an unknown element type or a negative or absurd shape; a dim of
+    -1 is made unknown (cleared in *value*)."""
     type_proto = value.type
     kind = type_proto.WhichOneof("value")
     while kind in ("sequence_type", "optional_type", "map_type"):
@@ -109,10 +111,15 @@ def _check_value(value: onnx.ValueInfoProto, what: str) -> None:
     elem_type = tensor_type.elem_type
     if elem_type and elem_type not in _DATA_TYPES:
         raise _Refused(f"invalid ONNX model: {what} {value.name!r} has an unknown element type {elem_type}")
-    dims = [d.dim_value for d in tensor_type.shape.dim if d.HasField("dim_value")]
-    for dim in dims:
-        if dim < 0:
-            raise _Refused(f"absurd shape: {what} {value.name!r} has a negative dimension ({dim})")
+    dims = []
+    for d in tensor_type.shape.dim:
+        if d.HasField("dim_value"):
+            if d.dim_value == -1:  # "unknown", as exporters (paddle2onnx, older tf2onnx) write it and ORT reads it
+                d.ClearField("dim_value")
+            elif d.dim_value < 0:
+                raise _Refused(f"absurd shape: {what} {value.name!r} has a negative dimension ({d.dim_value})")
+            else:
+                dims.append(d.dim_value)
     elements = math.prod(dims)
     if elements > MAX_ELEMENTS or (_nbytes(elem_type, elements) or 0) > MAX_VALUE_BYTES:
         raise _Refused(f"absurd shape: {what} {value.name!r} would have {elements:,} elements "
@@ -149,6 +156,8 @@ class _Guard:
     """One walk over a parsed model: the header, every graph, every tensor and its external data.
 
     Only ``lstat`` and ``realpath`` touch the disk (for external data, with a folder): nothing is opened.
+    Two spellings onnxruntime reads like the usual ones are normalized in the proto: a dim of -1 becomes an
+    unknown dim, the domain ``ai.onnx`` becomes ``""``.
     """
 
     def __init__(self, proto: onnx.ModelProto, folder: pathlib.Path | None) -> None:
@@ -180,7 +189,9 @@ class _Guard:
         seen: set[str] = set()
         latest = onnx.defs.onnx_opset_version()
         for opset in self.proto.opset_import:
-            domain = "" if opset.domain == "ai.onnx" else opset.domain
+            if opset.domain == "ai.onnx":
+                opset.domain = ""
+            domain = opset.domain
             if domain in seen:
                 raise _Refused(f"invalid ONNX model: opset of domain {opset.domain or 'ai.onnx'!r} imported twice")
             seen.add(domain)
@@ -201,6 +212,8 @@ class _Guard:
 
     def nodes(self, nodes, depth: int) -> None:
         for index, node in enumerate(nodes):
+            if node.domain == "ai.onnx":  # ONNX's default domain spelled out: read as onnxruntime reads it
+                node.domain = ""
             if node.domain not in self.domains:
                 raise _Refused(f"unknown domain: node {_node_label(node, index)} is in domain {node.domain!r}, "
                                "which neither ONNX nor onnxruntime implements")
@@ -377,9 +390,45 @@ def validate(path: str | os.PathLike, proto: onnx.ModelProto | None = None) -> o
         onnx.checker.check_model(str(p), full_check=False)
     except Exception as exc:  # ValidationError, and whatever else the checker raises on hostile input
         kind = "" if isinstance(exc, onnx.checker.ValidationError) else f"{type(exc).__name__}: "
-        raise ModelError(f"{p}: invalid ONNX model: {kind}{_checker_message(exc)}") from None
+        refusal = ModelError(f"{p}: invalid ONNX model: {kind}{_checker_message(exc)}")
+        if not any(text in str(exc) for text in _LENIENT_CHECKS):
+            raise refusal from None
+        check_inferred_shapes(proto, str(p))
+        if not _onnxruntime_loads(p, proto):
+            raise refusal from None
+        logging.getLogger("mobile_ep").warning(
+            "%s: onnx's checker refuses the model (%s), but onnxruntime loads it: continuing as onnxruntime "
+            "reads it", p, _checker_message(exc))
+        return proto
     check_inferred_shapes(proto, str(p))
     return proto
+
+
+#: What onnx's checker refuses and onnxruntime accepts: a model with only these faults is used as onnxruntime
+#: reads it, once an onnxruntime session has accepted it.
+_LENIENT_CHECKS = (
+    "Field 'shape' of 'type' is required but missing",  # inputs, outputs, sequences without a shape
+    "in initializer but not in graph input",  # IR 3 initializers not listed as inputs
+    "No opset import for domain 'ai.onnx'",  # (the guard reads an explicit ai.onnx domain as the default)
+)
+
+
+def _onnxruntime_loads(path: pathlib.Path, proto: onnx.ModelProto) -> bool:
+    """Whether an onnxruntime session (no optimizations, never run) accepts the model: for files onnx's
+    checker refuses but onnxruntime does not (no shape field, an explicit ``ai.onnx`` domain, IR 3
+    initializers not listed as inputs ...)."""
+    import onnxruntime as ort
+
+    from mobile_ep.export.ort_format import lean_session_options, ort_model_source
+
+    so = lean_session_options(ort.SessionOptions())
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 4
+    try:
+        ort.InferenceSession(ort_model_source(path, so, proto), so, providers=["CPUExecutionProvider"])
+    except Exception:
+        return False
+    return True
 
 
 #: Initializers larger than this go to ONNX's shape inference as inputs, without their data (onnx_ir's rule).
@@ -407,16 +456,31 @@ def _inferred(proto: onnx.ModelProto, *, data_prop: bool) -> onnx.ModelProto:
 
 def _take_shapes(model: ir.Model, inferred: onnx.ModelProto) -> None:
     """The types and shapes ONNX inferred (*inferred*: the model's value infos and outputs after inference,
-    subgraphs included) on the model's values of the same names."""
-    values = ir.convenience.create_value_mapping(model.graph)
-    for graph in _graphs(inferred.graph):
-        for info in [*graph.value_info, *graph.output]:
+    subgraphs included) on the model's values of the same names, graph by graph: the branches of an ``If``
+    may use one name for values of different shapes."""
+    pairs = [(model.graph, inferred.graph)]
+    while pairs:
+        graph, proto = pairs.pop()
+        values = ir.convenience.create_value_mapping(graph, include_subgraphs=False)
+        for info in [*proto.value_info, *proto.output]:
             value = values.get(info.name)
             if value is not None:
                 shape = ir.serde.deserialize_type_proto_for_shape(info.type)
                 value.shape = shape if shape is not None else value.shape
                 type_ = ir.serde.deserialize_type_proto_for_type(info.type)
                 value.type = type_ if type_ is not None else value.type
+        if len(proto.node) != len(graph):
+            continue  # (not the same graph: its subgraphs are left as they are)
+        for node, node_proto in zip(graph, proto.node, strict=True):
+            subgraphs = {a.name: a for a in node_proto.attribute if a.HasField("g") or len(a.graphs)}
+            for name, attr in node.attributes.items():
+                found = subgraphs.get(name)
+                if found is None:
+                    continue
+                if attr.type == ir.AttributeType.GRAPH and found.HasField("g"):
+                    pairs.append((attr.value, found.g))
+                elif attr.type == ir.AttributeType.GRAPHS and len(attr.value) == len(found.graphs):
+                    pairs.extend(zip(attr.value, found.graphs, strict=True))
 
 
 def check_inferred_shapes(proto: onnx.ModelProto, label: str = "model") -> None:
@@ -466,11 +530,52 @@ def _shape_inference_failed(exc: Exception) -> None:
         "Shape inference failed: %s. Model is left unchanged", exc_info=exc)
 
 
+def _dense(sparse: onnx.SparseTensorProto) -> onnx.TensorProto:
+    """A sparse initializer as the dense tensor onnxruntime makes of it when it loads the model."""
+    from onnx import numpy_helper
+
+    values = numpy_helper.to_array(sparse.values)
+    indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
+    dims = tuple(sparse.dims)
+    elements = math.prod(dims)
+    if elements > MAX_ELEMENTS or (_nbytes(sparse.values.data_type, elements) or 0) > MAX_VALUE_BYTES:
+        raise _Refused(f"absurd shape: sparse initializer {sparse.values.name!r} would have {elements:,} elements")
+    if indices.ndim == 2 and len(dims) > 0:  # [NNZ, rank] coordinates
+        indices = np.ravel_multi_index(tuple(indices.T), dims) if indices.size else indices.reshape(-1)
+    indices = indices.reshape(-1)
+    if indices.size != values.size or (indices.size and (indices.min() < 0 or indices.max() >= elements)):
+        raise _Refused(f"malformed tensor: sparse initializer {sparse.values.name!r} has indices outside its "
+                       f"shape {list(dims)}")
+    dense = np.zeros(elements, dtype=values.dtype)
+    dense[indices] = values.reshape(-1)
+    return numpy_helper.from_array(dense.reshape(dims), sparse.values.name)
+
+
+def _densified(proto: onnx.ModelProto, label: str | None) -> onnx.ModelProto:
+    """*proto*, or a copy of it with its sparse initializers made dense (onnx_ir does not read them)."""
+    if not any(len(graph.sparse_initializer) for graph in _graphs(proto.graph)):
+        return proto
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    try:
+        for graph in _graphs(copy.graph):
+            graph.initializer.extend(_dense(sparse) for sparse in graph.sparse_initializer)
+            del graph.sparse_initializer[:]
+    except _Refused as exc:
+        raise ModelError(f"{label + ': ' if label else ''}{exc}") from None
+    except Exception as exc:
+        raise ModelError(f"{label + ': ' if label else ''}malformed sparse initializer: {type(exc).__name__}: "
+                         f"{exc}") from None
+    return copy
+
+
 @_gc_paused()
 def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = None, shapes: bool = True,
                label: str | None = None) -> ir.Model:
     """An IR model from a ModelProto (which stays as it was), with the shapes ONNX infers unless *shapes*
-    is False, and a name on every node and value.  *base_dir*: the folder external data is read from."""
+    is False, and a name on every node and value (sparse initializers made dense, as onnxruntime does).
+    *base_dir*: the folder external data is read from."""
+    proto = _densified(proto, label)
     model = _deserialize(proto, label)
     if base_dir is not None:
         for graph in model.graphs():
@@ -626,6 +731,11 @@ def atomic_path(target: str | os.PathLike) -> Iterator[pathlib.Path]:
             tmp_path.unlink()
 
 
+def _has_large_strings(model: ir.Model) -> bool:
+    return any(value.const_value is not None and value.const_value.dtype == ir.DataType.STRING
+               and value.const_value.nbytes >= 256 for graph in model.graphs() for value in graph.initializers.values())
+
+
 def save(model: ir.Model, path: str | os.PathLike, *, external_data: str | None = None) -> pathlib.Path:
     """Save atomically (:func:`prepare_for_save` first), weights inside the file up to
     :data:`SINGLE_FILE_MAX_BYTES`, beyond it (or when *external_data* names a file) in ``<name>.data``
@@ -637,7 +747,11 @@ def save(model: ir.Model, path: str | os.PathLike, *, external_data: str | None 
     if external_data is None and total > SINGLE_FILE_MAX_BYTES:
         external_data = path.name + ".data"
     with atomic_path(path) as tmp:
-        if external_data is not None:
+        if external_data is not None and _has_large_strings(model):
+            # onnx_ir would move string tensors to the data file, which cannot hold them; onnx keeps them inline
+            onnx.save_model(ir.serde.serialize_model(model), tmp, save_as_external_data=True,
+                            all_tensors_to_one_file=True, location=external_data, size_threshold=256)
+        elif external_data is not None:
             ir.save(model, tmp, external_data=external_data)
         else:  # external weights (memory-mapped from other files) are read in for the call, then put back
             values = [value for graph in model.graphs() for value in graph.initializers.values()]

@@ -28,7 +28,7 @@ from typing import Any
 
 import onnx_ir as ir
 
-from mobile_ep import model_io, progress
+from mobile_ep import model_io, progress, runtime
 from mobile_ep.contract import Backend
 from mobile_ep.contract.plugins import Plugins, make_plugins
 from mobile_ep.errors import BackendError, UsageError
@@ -126,15 +126,23 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
         report = reports.backend_report(backend, written_partition.proposal, written_partition.nodes,
                                         written_partition.costs, model=written_model)
     report.rewrites, report.suggestions = rewrites, reports.suggestions(before_report, report, dynamic)
-    checked = []
+    checked, not_verified = [], None
     if verify:
         with timer("verify"):
-            checked = verification.verify(source, [p for k, p in paths.items() if k != "report"], backend, opts,
-                                          as_is, seed)
+            try:
+                checked = verification.verify(source, [p for k, p in paths.items() if k != "report"], backend,
+                                              opts, as_is, seed)
+            except runtime.InputError as exc:  # the outputs stand; the report says why they were not verified
+                not_verified = exc
     result = reports.ConvertReport(str(source), backend.name, {k: str(v) for k, v in paths.items()}, report, checked,
                                    before_report, changes, timer.timings, fusion, compiled=compiled)
+    written = result.as_dict()
+    if not_verified is not None:
+        written["verification_error"] = str(not_verified)
     with model_io.atomic_path(paths["report"]) as tmp:
-        tmp.write_text(json.dumps(result.as_dict(), indent=2) + "\n")
+        tmp.write_text(json.dumps(written, indent=2) + "\n")
+    if not_verified is not None:
+        raise not_verified
     verification.raise_on_mismatch(checked, paths["report"])
     return _with_html(result, html)
 

@@ -9,6 +9,7 @@ run as onnxruntime sessions) and partitions (each run by its backend's ``emulate
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import pathlib
 from collections.abc import Mapping, Sequence
@@ -17,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from mobile_ep.contract.compile import CompileError
-from mobile_ep.errors import ModelError
+from mobile_ep.errors import ModelError, VerificationError
 
-__all__ = ["OutputDiff", "Verification", "make_inputs", "run", "compare", "verify", "Step", "plan_compiled",
+__all__ = ["OutputDiff", "Verification", "InputError", "make_inputs", "run", "compare", "verify", "Step", "plan_compiled",
            "run_compiled", "is_compiled_model", "compiled_tolerances"]
 
 #: How long one verification run of a model may take, in seconds (``MOBILE_EP_RUN_TIMEOUT``).
@@ -86,34 +87,87 @@ _ORT_TYPES = {
 }
 
 
+class InputError(VerificationError):
+    """Verification could not build inputs the model runs on: the test inputs failed, not the model."""
+
+
+#: Values tried, smallest first, for dims neither the model nor ``--shape``/``--dim`` fix: a model may need
+#: more than 1 (a reflect ``Pad`` needs an axis longer than its pads).
+UNKNOWN_DIM_FILLS = (1, 8, 64, 512)
+#: An input of more elements than this is not generated for a larger fill.
+_MAX_FILL_ELEMENTS = 1 << 24
+
+
+def _array(rng: np.random.Generator, kind: str, shape: Sequence[int]) -> Any:
+    """A deterministic random value of ORT type *kind* (``tensor(float)``, ``tensor(string)``,
+    ``seq(tensor(int64))``, ``optional(...)``); None for a type no value can be made for."""
+    if kind.startswith("optional(") and kind.endswith(")"):
+        return _array(rng, kind[len("optional("):-1], shape)
+    if kind.startswith("seq(") and kind.endswith(")"):
+        items = [_array(rng, kind[len("seq("):-1], shape or [1]) for _ in range(2)]
+        return None if any(item is None for item in items) else items
+    if kind == "tensor(string)":
+        return np.array([f"s{v}" for v in rng.integers(0, 100, size=math.prod(shape))], dtype=object).reshape(shape)
+    dtype = _ORT_TYPES.get(kind)
+    if dtype is None:
+        return None
+    if np.issubdtype(dtype, np.floating):
+        return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+    if dtype is np.bool_:
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    return rng.integers(0, 3, size=shape).astype(dtype)
+
+
 def make_inputs(
     path: str | os.PathLike, *, seed: int = 0, dims: Mapping[str, int] | None = None,
-    shapes: Mapping[str, Sequence[int]] | None = None,
+    shapes: Mapping[str, Sequence[int]] | None = None, fill: int = 1,
 ) -> dict[str, np.ndarray]:
-    """Deterministic random inputs for every graph input of the model at *path*.
+    """Deterministic random inputs for every graph input of the model at *path* (tensors of numbers, bools
+    or strings, sequences and optionals of them).
 
-    Symbolic dims take their value from *dims* (by name) and default to 1; *shapes* overrides whole
-    input shapes by input name.
+    Symbolic dims take their value from *dims* (by name) and default to *fill*; *shapes* overrides whole
+    input shapes by input name.  An input no value can be made for is an :class:`InputError`.
     """
     session = _session(path)
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for arg in session.get_inputs():
-        dtype = _ORT_TYPES.get(arg.type)
-        if dtype is None:
-            raise ModelError(f"cannot generate values for input {arg.name!r} of type {arg.type}")
         if shapes and arg.name in shapes:
             shape = [int(d) for d in shapes[arg.name]]
         else:
-            shape = [d if isinstance(d, int) and d >= 0 else (dims or {}).get(str(d), 1) for d in arg.shape]
-        if np.issubdtype(dtype, np.floating):
-            value = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
-        elif dtype is np.bool_:
-            value = rng.integers(0, 2, size=shape).astype(np.bool_)
-        else:
-            value = rng.integers(0, 3, size=shape).astype(dtype)
+            shape = [d if isinstance(d, int) and d >= 0 else (dims or {}).get(str(d), fill) for d in arg.shape or []]
+        value = _array(rng, arg.type, shape)
+        if value is None:
+            raise InputError(f"cannot generate values for input {arg.name!r} of type {arg.type}")
         feeds[arg.name] = value
     return feeds
+
+
+def _reference(original: str | os.PathLike, seed: int, dims: Mapping[str, int] | None,
+               shapes: Mapping[str, Sequence[int]] | None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Inputs the original model runs on, and its outputs: unknown dims filled with the first of
+    :data:`UNKNOWN_DIM_FILLS` it runs with.  An :class:`InputError` when none works."""
+    first: Exception | None = None
+    for fill in UNKNOWN_DIM_FILLS:
+        try:
+            feeds = make_inputs(original, seed=seed, dims=dims, shapes=shapes, fill=fill)
+        except InputError as exc:
+            first = first or exc
+            break
+        if fill > 1 and any(np.size(v) > _MAX_FILL_ELEMENTS for v in feeds.values() if isinstance(v, np.ndarray)):
+            break
+        try:
+            return feeds, run(original, feeds)
+        except ModelError as exc:
+            first = first or exc
+            if "did not finish running" in str(exc):
+                break
+            if not any(not isinstance(d, int) or d < 0 for arg in _session(original).get_inputs()
+                       for d in arg.shape or []):
+                break  # (every dim fixed: another fill gives the same inputs)
+    message = str(first).partition(": onnxruntime failed to run the model: ")[2] or str(first)
+    raise InputError(f"{original}: verification could not run: the test inputs failed, not the model "
+                     f"({message}); give the inputs' shapes with --shape, or skip verification with --no-verify")
 
 
 def run(path: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
@@ -174,6 +228,9 @@ def compare(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndar
             rel = err / np.maximum(np.abs(r), 1e-12)
             ok = bool(np.all(err <= atol + rtol * np.abs(np.nan_to_num(r))))
             diffs.append(OutputDiff(name, float(np.nanmax(err)), float(np.nanmax(np.where(same_nan, 0, rel))), ok))
+        elif not (np.issubdtype(ref.dtype, np.number) or ref.dtype == np.bool_):  # strings: equal or not
+            equal = bool(np.array_equal(ref, got))
+            diffs.append(OutputDiff(name, 0.0 if equal else float("inf"), 0.0 if equal else float("inf"), equal))
         else:
             equal = bool(np.array_equal(ref, got))
             err = float(np.max(np.abs(ref.astype(np.float64) - got.astype(np.float64)))) if ref.dtype != np.bool_ \
@@ -191,8 +248,7 @@ def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike],
     A compiled-partition candidate runs with its backends' emulators, compared with the larger of the
     given tolerances and those its payloads declare (``rtol``/``atol`` metadata).
     """
-    feeds = make_inputs(original, seed=seed, dims=dims, shapes=shapes)
-    reference = run(original, feeds)
+    feeds, reference = _reference(original, seed, dims, shapes)
     results = []
     for c in candidates:
         c_atol, c_rtol, c_int = atol, rtol, 0

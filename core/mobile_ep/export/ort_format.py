@@ -16,7 +16,7 @@ from mobile_ep.errors import ModelError
 #: The flatbuffers file identifier of an ORT format model (bytes 4-8 of the file; onnxruntime's ort.fbs).
 _ORT_FILE_IDENTIFIER = b"ORTM"
 
-__all__ = ["write_ort", "ort_format_ops", "ort_format_fits", "ort_model_source", "lean_session_options",
+__all__ = ["write_ort", "ort_format_ops", "ort_format_fits", "ort_format_refusal", "ort_model_source", "lean_session_options",
            "canonicalize_ort_file"]
 
 
@@ -76,6 +76,42 @@ def ort_format_fits(path: str | os.PathLike) -> bool:
     data = p.with_name(p.name + ".data")
     total = p.stat().st_size + (data.stat().st_size if data.exists() else 0)
     return total <= mir.SINGLE_FILE_MAX_BYTES
+
+
+#: Element types onnxruntime's ORT format cannot hold (its flatbuffers schema has no tensor type for them).
+_UNSUPPORTED_ELEM_TYPES = {onnx.TensorProto.INT4: "int4", onnx.TensorProto.UINT4: "uint4",
+                           getattr(onnx.TensorProto, "FLOAT4E2M1", -1): "float4e2m1"}
+
+
+def ort_format_refusal(path: str | os.PathLike) -> str | None:
+    """Why the ORT format cannot hold the model at *path* (optional-typed values, 4-bit tensors), or None."""
+    proto = onnx.load_model(str(path), format="protobuf", load_external_data=False)
+
+    def refused_type(type_proto) -> str | None:
+        kind = type_proto.WhichOneof("value")
+        if kind == "optional_type":
+            return "optional types"
+        if kind in ("sequence_type", "optional_type"):
+            return refused_type(getattr(type_proto, kind).elem_type)
+        if kind == "map_type":
+            return refused_type(type_proto.map_type.value_type)
+        if kind in ("tensor_type", "sparse_tensor_type"):
+            name = _UNSUPPORTED_ELEM_TYPES.get(getattr(type_proto, kind).elem_type)
+            return f"{name} tensors" if name else None
+        return None
+
+    for graph in mir._graphs(proto.graph):
+        for value in [*graph.input, *graph.output, *graph.value_info]:
+            why = refused_type(value.type)
+            if why:
+                return f"{why} ({value.name!r})"
+        tensors = [*graph.initializer, *(s.values for s in graph.sparse_initializer)]
+        tensors += [a.t for n in graph.node for a in n.attribute if a.HasField("t")]
+        for tensor in tensors:
+            name = _UNSUPPORTED_ELEM_TYPES.get(tensor.data_type)
+            if name:
+                return f"{name} tensors ({tensor.name!r})"
+    return None
 
 
 def ort_model_source(path: str | os.PathLike, options, proto: onnx.ModelProto | None = None) -> str | bytes:

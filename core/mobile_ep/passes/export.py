@@ -2,8 +2,9 @@
 and ``<model>.<ep>.ort``, converted by onnxruntime itself (:func:`mobile_ep.export.ort_format.write_ort`).
 
 The ORT-format conversion builds an onnxruntime session, which releases the GIL: it runs on a thread while
-the pipeline goes on (compiling partitions, say).  Models whose weights exceed ORT format's 2 GB limit get
-the ``.onnx`` only, with a one-line note.
+the pipeline goes on (compiling partitions, say).  Models whose weights exceed ORT format's 2 GB limit, or that
+hold what the format has no type for (optional values, 4-bit tensors), get the ``.onnx`` only, with a one-line
+note.
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ class OrtExport:
         """Start converting; False (nothing started) when the model cannot be held in ORT format."""
         if not ort_format.ort_format_fits(onnx_path):
             log.warning("%s: weights too large for ORT format (2 GB limit); no .ort written", onnx_path)
+            return False
+        refusal = ort_format.ort_format_refusal(onnx_path)
+        if refusal is not None:
+            log.warning("%s: the ORT format cannot hold %s; no .ort written", onnx_path, refusal)
             return False
         self._run(ort_format.write_ort, onnx_path, ort_path)
         return True

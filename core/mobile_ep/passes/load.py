@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import onnx_ir as ir
 
 from mobile_ep import model_io
+from mobile_ep.errors import ModelError
 from mobile_ep.options import Options
 from mobile_ep.passes import fold_constants
 from mobile_ep.passes.fix_shapes import FixShapesPass
@@ -45,12 +46,26 @@ def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Op
     changes: dict[str, list[str]] = {}
     if options is not None and options.fixes_shapes:
         fix = FixShapesPass(options.shapes, options.dims)
-        result = fix(model_io.load(source, check=False))
+        try:
+            result = fix(model_io.load(source, check=False))
+        except ModelError as exc:
+            raise ModelError(f"{source}: fixing input shapes ({_asked(options)}): {exc}") from None
         changes = {name: list(change) for name, change in fix.changes.items()}
         if result.modified:
-            source, proto = model_io.save(result.model, work / "fixed.onnx", external_data="fixed.onnx.data"), None
+            fixed = model_io.save(result.model, work / "fixed.onnx", external_data="fixed.onnx.data")
+            try:  # the fixed model is what onnxruntime loads: a model it refuses is never passed on
+                optimized = fold_constants.ort_optimized(fixed, work)
+            except ModelError as exc:
+                message = str(exc).replace(f"{fixed}: ", "", 1).replace(str(fixed), "the fixed model")
+                raise ModelError(f"{source}: fixing input shapes ({_asked(options)}): {message}") from None
+            return model_io.load(optimized, check=False), changes
     optimized = fold_constants.ort_optimized(source, work, proto=proto)
     return model_io.load(optimized, check=False), changes
+
+
+def _asked(options: Options) -> str:
+    shapes = [f"--shape {name + '=' if name else ''}{','.join(map(str, dims))}" for name, dims in options.shapes.items()]
+    return " ".join(shapes + [f"--dim {name}={value}" for name, value in options.dims.items()])
 
 
 def load_for_analysis(path: str | os.PathLike, work: str | os.PathLike, options: Options | None = None) -> ir.Model:
