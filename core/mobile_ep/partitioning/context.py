@@ -31,6 +31,10 @@ class ProposalContext(RuleContext):
     """
 
     beyond_signature = False
+    #: While the partitioner builds a group: the outputs of the target nodes it has taken into the group so far
+    #: (emptied when the group closes), for rules whose answer depends on the group being built, as ORT's
+    #: NNAPI EP's does for uint8 data outside QDQ form.  ``None`` outside the wave algorithm.
+    group_values: set[ir.Value] | None = None
 
     @property
     def answers(self) -> dict[int, Support]:

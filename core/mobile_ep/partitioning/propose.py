@@ -266,13 +266,15 @@ def wave_groups(
     consumers: Mapping[U, Sequence[U]] | Sequence[Sequence[U]],
     in_degree: Mapping[U, int] | Sequence[int],
     is_supported: Callable[[U], bool],
+    on_close: Callable[[], object] | None = None,
 ) -> list[list[U]]:
     """ORT's wave algorithm (see the module's docstring): the groups of supported units, none of which can
     form a cycle when fused.
 
     *order* holds every unit in topological order; ``consumers[unit]`` and ``in_degree[unit]`` are its
     consumers (each once) and its number of producers (dicts by unit, or lists when the units are the
-    numbers 0 to n-1).  Each unit is asked about once.
+    numbers 0 to n-1).  Each unit is asked about once, when the wave reaches it; *on_close* is called
+    whenever a group closes (ORT's ``on_group_closed``).
     """
     remaining = {unit: in_degree[unit] for unit in order}
     ready = collections.deque(unit for unit in order if remaining[unit] == 0)
@@ -298,6 +300,8 @@ def wave_groups(
                     ready.append(consumer)
         if group:
             groups.append(group)
+        if on_close is not None:
+            on_close()
         ready.extend(deferred)
     return groups
 
@@ -401,6 +405,7 @@ def _propose_for(ctx: ProposalContext, index: _GraphIndex, owner: Mapping[ir.Nod
         else:
             answer = _ask(ctx, unit, by_signature, on_error)
             if answer:
+                group_values.update(unit.target.outputs)
                 return True
             reason = answer.reason or "unsupported"
         for node in unit.nodes:
@@ -409,7 +414,10 @@ def _propose_for(ctx: ProposalContext, index: _GraphIndex, owner: Mapping[ir.Nod
 
     graph_outputs = frozenset(graph.outputs)
     partitions: list[Partition] = []
-    for group in wave_groups(units.order, units.consumers, units.in_degree, is_supported):
+    group_values = ctx.group_values = set()
+    groups = wave_groups(units.order, units.consumers, units.in_degree, is_supported, group_values.clear)
+    ctx.group_values = None
+    for group in groups:
         members = [i for u in group for i in units.members[u]]
         inputs, outputs = index.io(members, graph_outputs)
         view = PartitionView(backend.name, tuple(units.units[u] for u in group), inputs, outputs)

@@ -174,3 +174,33 @@ def test_binary_unit_needs_equal_input_types(op):
 def test_conv_unit_with_int8_activations_needs_an_int8_weight():
     assert unit_of(conv_act(None, x_type=I8, y_zp=0), "conv")[0] == "qdq"
     assert unit_of(conv_act(None, x_type=I8, y_zp=0, w_dtype=np.uint8), "conv") == ("single", ["conv"])
+
+
+# -- 4. uint8 data outside QDQ form, from the partition being built ------------------------------------------------
+def _internal_concat(middle: str):
+    """QLinearConv → a (u8); a → DequantizeLinear → *middle* → QuantizeLinear → b (u8); Concat(a, b)."""
+    inits = {"s": np.array(0.02, np.float32), "z": np.array(128, np.uint8),
+             "w": np.ones((3, 3, 1, 1), np.uint8), "ws": np.array(0.01, np.float32), "wz": np.array(0, np.uint8),
+             "qs": np.array(1 / 256, np.float32), "qz": np.array(0, np.uint8)}
+    nodes = [node("QLinearConv", ["x", "s", "z", "w", "ws", "wz", "s", "z"], ["a"], name="qconv"),
+             node("DequantizeLinear", ["a", "s", "z"], ["a_f"], name="dq"),
+             node(middle, ["a_f"], ["m"], name="middle"),
+             node("QuantizeLinear", ["m", "s", "z"], ["b"], name="q"),
+             node("Concat", ["a", "b"], ["y"], name="concat", axis=1)]
+    return model(nodes, {"x": ([1, 3, 4, 4], U8)}, {"y": U8}, inits)
+
+
+def test_uint8_concat_reading_the_group_being_built_is_claimed():
+    m = _internal_concat("Identity")  # (an op ORT's selectors do not group, so DQ and Q stay single nodes)
+    assert claimed(m) == [["qconv", "dq", "middle", "q", "concat"]]
+
+
+def test_uint8_concat_reading_an_earlier_partition_is_refused():
+    # Sinh stays on the CPU, so the QuantizeLinear after it and the Concat are reached in a second wave, when
+    # the first partition (holding the QLinearConv) is closed: ORT's EP no longer counts `a` as internal.
+    m = _internal_concat("Sinh")
+    result = proposal(m, backend())
+    assert [[n.name for n in p.nodes] for p in result.partitions] == [["qconv", "dq"], ["q"]]
+    reason = next(p.reason for n, p in result.placements.items() if n.name == "concat")
+    assert reason == ("nnapi: uint8 input 0 comes from QLinearConv 'qconv', which is in an earlier partition: NNAPI "
+                      "takes uint8 data outside QDQ form only from the partition being built")

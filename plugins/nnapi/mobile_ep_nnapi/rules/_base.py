@@ -249,8 +249,10 @@ class NnapiRule(OpRule):
     def _check_internal_uint8(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         """A plain node on uint8 data must read it from a node of its own partition (no graph inputs).
 
-        ORT records the outputs of each claimed unit's *target* node for the partition being built; we
-        approximate "in the same partition" by "produced by a target node this backend claims".
+        ORT records the outputs of each claimed unit's *target* node for the partition being built and
+        forgets them when the partition closes.  While partitioning, the context's ``group_values`` are
+        exactly those; asked outside the partitioner (one node alone), "produced by a target node this
+        backend claims" stands in for it.
         """
         if unit.kind != "single" or not unit.target.inputs:
             return SUPPORTED
@@ -274,6 +276,13 @@ class NnapiRule(OpRule):
                 return Support.no(
                     f"uint8 input {index} comes from {op_label(producer)} {producer.name!r}, which NNAPI does not "
                     "take, so it would be a partition input"
+                )
+            group = getattr(ctx, "group_values", None)
+            if group is not None and value not in group:
+                ctx.reads_graph()
+                return Support.no(
+                    f"uint8 input {index} comes from {op_label(producer)} {producer.name!r}, which is in an earlier "
+                    "partition: NNAPI takes uint8 data outside QDQ form only from the partition being built"
                 )
         return SUPPORTED
 
