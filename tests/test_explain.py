@@ -134,10 +134,13 @@ def test_fixing_a_dynamic_shape_is_tried(tmp_path, level_plugins):
     shape = next(a for a in b.alternatives if a.kind == "shape")
     assert shape.change == "--shape x=1,4 (a guess: give your real sizes)"
     assert shape.runs_on == "level"
+    # With --shape/--dim given, the fixed model is the one explained.
     given = explain(path, "sigmoid1", ["level"], plugins=level_plugins,
                     options=Options(dims={"N": 8}))
-    shape = next(a for a in given.backends[0].alternatives if a.kind == "shape")
-    assert shape.change == "--dim N=8" and shape.runs_on == "level"
+    assert given.note == "the model with its input shapes fixed (--dim N=8)"
+    assert given.inputs[0][1] == "float[8,4]"
+    assert given.backends[0].claimed and given.backends[0].why.startswith("partition 1 of 1")
+    assert not [a for a in given.backends[0].alternatives if a.kind == "shape"]
 
 
 def test_node_by_value_name_and_unknown_names(tmp_path, level_plugins):

@@ -628,10 +628,14 @@ def ops(state: _State, eps: str | None, option_values: tuple[str, ...], fmt: str
 @click.option("-O", "--option", "option_values", multiple=True, metavar="B.KEY=VALUE", help=_OPTION_HELP)
 @click.option("--model", "models", multiple=True, type=click.Path(path_type=pathlib.Path),
               help="Also partition, compile and emulate this model (repeatable).")
+@click.option("--shape", "shapes", multiple=True, metavar="NAME=D1,D2,...",
+              help="Fix an input's shape of the --model models (repeatable), as check and convert do.")
+@click.option("--dim", "dims", multiple=True, metavar="PARAM=VALUE",
+              help="Fix every dim named PARAM of the --model models (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.pass_obj
 def conformance(state: _State, eps: str | None, option_values: tuple[str, ...], models: tuple[pathlib.Path, ...],
-                as_json: bool) -> None:
+                shapes: tuple[str, ...], dims: tuple[str, ...], as_json: bool) -> None:
     """Run ONNX's own node tests through each backend: claim, compile, emulate, compare.
 
     Every node test case whose ops all have a rule in the backend is claimed (or declined, with the
@@ -643,6 +647,7 @@ def conformance(state: _State, eps: str | None, option_values: tuple[str, ...], 
     Examples:
       mobile-ep conformance --ep example
       mobile-ep -v conformance --ep nnapi --model model.onnx --json > conformance.json
+      mobile-ep conformance --ep coreml --model det.onnx --shape x=1,3,640,640
     """
     import json
 
@@ -650,9 +655,10 @@ def conformance(state: _State, eps: str | None, option_values: tuple[str, ...], 
     from mobile_ep import testing
     from mobile_ep.errors import VerificationError
 
-    backends = api.resolve_backends(_options(state, eps, option_values), state.plugins)
+    options = _options(state, eps, option_values, shapes, dims)
+    backends = api.resolve_backends(options, state.plugins)
     with _progress(state):
-        results = [_conformance(testing, backend, models) for backend in backends]
+        results = [_conformance(testing, backend, models, options.shapes, options.dims) for backend in backends]
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in results], indent=2))
     elif not state.quiet:
@@ -664,18 +670,19 @@ def conformance(state: _State, eps: str | None, option_values: tuple[str, ...], 
         raise VerificationError(f"{', '.join(r.backend for r in failed)}: {cases} conformance case(s) failed")
 
 
-def _conformance(testing, backend, models: Sequence[pathlib.Path]):
+def _conformance(testing, backend, models: Sequence[pathlib.Path], shapes=None, dims=None):
     """``testing.run_conformance``, case by case when a progress bar follows it."""
     from mobile_ep import progress
 
     if not progress.active():
-        return testing.run_conformance(backend, models=models)
+        return testing.run_conformance(backend, models=models, shapes=shapes, dims=dims)
     cases = testing.candidate_cases(backend)
     result = testing.run_conformance(backend, cases=[])
     for case in progress.track(cases, f"conformance {backend.name}: node tests"):
         result.cases.extend(testing.run_conformance(backend, cases=[case]).cases)
     for model in progress.track(list(models), f"conformance {backend.name}: models"):
-        result.models.extend(testing.run_conformance(backend, cases=[], models=[model]).models)
+        result.models.extend(testing.run_conformance(backend, cases=[], models=[model], shapes=shapes,
+                                                     dims=dims).models)
     return result
 
 

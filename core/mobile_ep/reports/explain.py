@@ -508,11 +508,15 @@ def _explain(path: pathlib.Path, node: str, pipeline: Options, plugins: Plugins,
     for name in plugins.backends():
         if name not in {b.name for b in selected}:
             others.append(plugins.backend(name).configure(pipeline.backend_options.get(name, {})))
-    model = load_for_analysis(path, work)
+    fixes = Options(shapes=pipeline.shapes, dims=pipeline.dims) if pipeline.fixes_shapes else None
+    model = load_for_analysis(path, work, fixes)  # with --shape/--dim: the fixed model is the one explained
     target, note = _find(model, node)
     if target is None:
         target, note = _not_found(model, path, node)
     assert target is not None
+    if fixes is not None:
+        fixed_text = _shape_text(pipeline.shapes, pipeline.dims)
+        note = "; ".join(filter(None, [f"the model with its input shapes fixed ({fixed_text})", note]))
     after_convert = pipeline_module.check(path, options=pipeline.for_backends([b.name for b in selected]),
                                           plugins=plugins).after_convert
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shutil
 import sys
 import textwrap
@@ -35,8 +36,11 @@ class _Out:
         self.width = max(60, columns if self.terminal or os.environ.get("COLUMNS") else 100)
 
     def wrap(self, text: str, indent: str = "", more: str = "    ") -> list[str]:
-        return textwrap.wrap(text, self.width, initial_indent=indent, subsequent_indent=indent + more,
-                             break_long_words=False, break_on_hyphens=False) or [indent]
+        # An option and its value stay on one line: `--shape x=1,3,H,W` is copied whole.
+        text = re.sub(r"(?<!\S)(--?[A-Za-z][\w-]*) (?=[^\s-])", "\\1\u00a0", text)
+        lines = textwrap.wrap(text, self.width, initial_indent=indent, subsequent_indent=indent + more,
+                              break_long_words=False, break_on_hyphens=False) or [indent]
+        return [line.replace("\u00a0", " ") for line in lines]
 
     def row(self, text: str) -> str:
         if self.terminal and len(text) > self.width:

@@ -210,16 +210,40 @@ def smoke_models() -> list[pathlib.Path]:
     return sorted((pathlib.Path(onnx.__file__).parent / "backend" / "test" / "data" / "light").glob("light_*.onnx"))
 
 
+def _nothing_claimed(backend: Backend, model: ir.Model, rejected: Mapping[ir.Node, str]) -> str:
+    """Why a model has no node to compile: its most common cause, and ``--shape`` when shapes are dynamic."""
+    from mobile_ep.reports.model import cause_key, dynamic_inputs, suggest_shapes
+
+    kinds: dict[str, int] = {}
+    for node, reason in rejected.items():
+        kind = cause_key(op_label(node), reason)[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    if not kinds:
+        return "nothing was compiled or emulated: the model has no node"
+    text = f"nothing was compiled or emulated: {backend.name} claims none of its nodes"
+    dynamic = dynamic_inputs(model)
+    if kinds.get("dynamic") and dynamic:
+        text += (f" ({kinds['dynamic']} of them have dynamic shapes: give the input sizes with "
+                 f"{suggest_shapes(dynamic)})")
+    return text
+
+
 def run_model(backend: Backend, model_path: str | os.PathLike, *, rtol: float = 1e-3, atol: float = 1e-4,
-              seed: int = 0) -> ModelResult:
-    """Partition a real model as ORT sees it; compile and emulate every partition on ORT's boundary values."""
+              seed: int = 0, shapes: Mapping[str | None, tuple[int, ...]] | None = None,
+              dims: Mapping[str, int] | None = None) -> ModelResult:
+    """Partition a real model as ORT sees it; compile and emulate every partition on ORT's boundary values.
+
+    *shapes*/*dims* fix the model's input shapes first (as ``--shape``/``--dim`` do); a model of which the
+    backend claims nothing passes with a ``detail`` saying so."""
     from mobile_ep import model_io as mir
     from mobile_ep import runtime
+    from mobile_ep.options import Options
     from mobile_ep.passes.load import load_for_analysis
 
     name = pathlib.Path(model_path).name
+    fixes = Options(shapes=dict(shapes or {}), dims=dict(dims or {})) if shapes or dims else None
     with tempfile.TemporaryDirectory(prefix="mobile-ep-conformance-") as tmp:
-        model = load_for_analysis(model_path, tmp)
+        model = load_for_analysis(model_path, tmp, fixes)
         nodes = list(model.graph)
         try:
             result = propose(model, [backend])
@@ -230,10 +254,12 @@ def run_model(backend: Backend, model_path: str | os.PathLike, *, rtol: float = 
         empty = [n.name for n, reason in proposed.rejected.items() if not reason]
         if empty:
             return dataclasses.replace(report, status="failed", detail=f"nodes declined without a reason: {empty[:5]}")
-        if not is_compiling(backend) or not proposed.partitions:
+        if not proposed.partitions:
+            return dataclasses.replace(report, detail=_nothing_claimed(backend, model, proposed.rejected))
+        if not is_compiling(backend):
             return report
         # One ORT run of the analysed model with every partition boundary exposed as an output.
-        probe = load_for_analysis(model_path, tmp)
+        probe = load_for_analysis(model_path, tmp, fixes)
         by_name = {v.name: v for node in probe.graph for v in node.outputs}
         boundary: dict[str, None] = {}
         for partition in proposed.partitions:
@@ -317,7 +343,11 @@ class ConformanceReport:
             if c.status == "failed" or (verbose and c.status != "passed"):
                 lines.append(f"  {c.status:<8} {c.case}: {c.detail}")
         for m in self.models:
-            line = (f"  {m.status:<8} {m.model}: {m.claimed}/{m.nodes} nodes in {m.partitions} partitions, "
+            if not m.claimed:
+                label = "nothing" if m.status == "passed" else m.status  # (passed: nothing failed, nothing ran)
+                lines.append(f"  {label:<8} {m.model}: 0 nodes claimed (of {m.nodes})" + (f"; {m.detail}" if m.detail else ""))
+                continue
+            line = (f"  {m.status:<8} {m.model}: {m.claimed}/{m.nodes} nodes claimed in {m.partitions} partitions, "
                     f"{m.emulated} emulated")
             lines.append(line + (f": {m.detail}" if m.detail else ""))
         return "\n".join(lines) + "\n"
@@ -335,11 +365,13 @@ class ConformanceReport:
 
 def run_conformance(backend: Backend, *, cases: Iterable[NodeCase] | None = None,
                     models: Iterable[str | os.PathLike] = (), rtol: float | None = None,
-                    atol: float | None = None) -> ConformanceReport:
-    """Every candidate node case (and the given real models) through *backend*, without pytest."""
+                    atol: float | None = None, shapes: Mapping[str | None, tuple[int, ...]] | None = None,
+                    dims: Mapping[str, int] | None = None) -> ConformanceReport:
+    """Every candidate node case (and the given real models, their input shapes fixed by *shapes*/*dims*)
+    through *backend*, without pytest."""
     report = ConformanceReport(backend.name, backend.version, is_compiling(backend))
     for case in candidate_cases(backend, cases):
         report.cases.append(run_case(backend, case, rtol=rtol, atol=atol))
     for path in models:
-        report.models.append(run_model(backend, path))
+        report.models.append(run_model(backend, path, shapes=shapes, dims=dims))
     return report
