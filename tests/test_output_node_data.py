@@ -1,0 +1,69 @@
+"""--node-data: Model Explorer node data, one entry per node of the original model."""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+import pytest
+from click.testing import CliRunner
+
+from mepkit import LIGHT_DIR
+from mobile_ep.cli.main import main
+
+pytest.importorskip("mobile_ep_nnapi")
+
+RESNET = LIGHT_DIR / "light_resnet50.onnx"
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(map(str, args)), catch_exceptions=False)
+
+
+def _node_ids(path):
+    graph = onnx.load(path, load_external_data=False).graph
+    return [n.name or f"<node_{i}>" for i, n in enumerate(graph.node)], graph
+
+
+def test_check_node_data_names_every_node_and_the_sums(tmp_path):
+    target = tmp_path / "resnet.json"
+    result = run("check", RESNET, "--ep", "nnapi", "--node-data", target)
+    assert result.exit_code == 0, result.output
+    assert f"wrote {target}" in result.stderr
+    data = json.loads(target.read_text())
+    ids, graph = _node_ids(RESNET)
+    assert set(data["results"]) == set(ids)
+    sums = [n.name for n in graph.node if n.op_type == "Sum"]
+    assert len(sums) == 16
+    for name in sums:
+        assert data["results"][name] == {"value": "CPU: nnapi has no rule for Sum", "bgColor": "#fb8072"}
+    claimed = [v["value"] for k, v in data["results"].items() if k not in sums]
+    assert all(v.startswith("nnapi: partition ") or v.startswith("removed by onnxruntime") for v in claimed)
+    assert data["name"] == "mobile-ep nnapi"
+
+
+def test_node_data_validates_with_model_explorers_builder(tmp_path):
+    ndb = pytest.importorskip("model_explorer.node_data_builder")
+    target = tmp_path / "resnet.json"
+    assert run("check", RESNET, "--ep", "nnapi", "--node-data", target).exit_code == 0
+    data = json.loads(target.read_text())
+    rebuilt = ndb.GraphNodeData(**{**data, "results": {k: ndb.NodeDataResult(**v) for k, v in data["results"].items()}})
+    assert json.loads(rebuilt.to_json_string()) == data
+    assert any("Sum" in r.value for r in rebuilt.results.values())
+
+
+def test_convert_node_data_shows_the_rewritten_sums_claimed(tmp_path):
+    target = tmp_path / "nd.json"
+    result = run("convert", RESNET, "--ep", "nnapi", "--no-verify", "-o", tmp_path / "out", "--node-data", target)
+    assert result.exit_code == 0, result.output
+    data = json.loads(target.read_text())
+    sums = [n.name for n in onnx.load(RESNET, load_external_data=False).graph.node if n.op_type == "Sum"]
+    for name in sums:  # convert rewrites each Sum into Adds, which NNAPI takes: one partition of everything
+        assert data["results"][name]["value"] == "rewritten by mobile-ep convert; nnapi: partition 1 of 1 (123 nodes)"
+
+
+def test_several_backends_write_one_file_each(tmp_path):
+    pytest.importorskip("mobile_ep_coreml")
+    target = tmp_path / "nd.json"
+    assert run("check", RESNET, "--ep", "nnapi,coreml", "--node-data", target).exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nd.coreml.json", "nd.nnapi.json"]
