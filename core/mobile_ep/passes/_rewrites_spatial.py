@@ -94,7 +94,8 @@ class ConvTo2D(Rewrite):
         if node.op_type in ("Conv", "ConvTranspose"):
             weight = ctx.constant(node.inputs[1])
             assert weight is not None
-            inputs.append(b.const(weight.reshape(*weight.shape, 1), "weight"))
+            # (a copy: a view would pin the memory map of an external weight file)
+            inputs.append(b.const(np.array(weight.reshape(*weight.shape, 1)), "weight"))
             if "kernel_shape" not in attrs:
                 attrs["kernel_shape"] = [int(weight.shape[2]), 1]
             inputs.extend(node.inputs[2:3])

@@ -90,6 +90,11 @@ class NnapiOptions:
                           "with convert --compile, whose partitions do not go through ORT's EP.",
                   "compile_only": True},
     )
+    approximate_erf: bool = dataclasses.field(
+        default=True,
+        metadata={"help": "Let convert replace Erf (the exporters' GELU) by a rational approximation NNAPI takes "
+                          "(erf-approx: at most 4e-7 absolute error in float32); 0 leaves Erf on the CPU."},
+    )
     preference: Preference = dataclasses.field(
         default="fast_single_answer",
         metadata={"help": "Execution preference of compiled partitions (--compile): fast_single_answer (as "
@@ -180,7 +185,8 @@ class NnapiBackend(Backend):
             r.ConvTo2D(),
             r.PoolCeilToPads(),
             r.PadToGather(),
-        )
+            r.Rank5HeadSplit(),
+        ) + ((r.ErfApproximation(),) if self.options.approximate_erf else ())
 
     def qdq_ops(self) -> frozenset[str]:
         """Op types grouped into QDQ node units, as ORT's QDQ selectors group them.

@@ -1,0 +1,145 @@
+"""Rewrites of functions mobile EPs lack (Erf) and of rank-5 attention head chains.
+
+Part of the rewrite library :mod:`mobile_ep.passes.rewrites` (which exports these classes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+import onnx_ir as ir
+
+from mobile_ep.contract import RuleContext, Support, attr
+from mobile_ep.contract.rewrite import Builder, Rewrite
+
+__all__ = ["ErfApproximation", "Rank5HeadSplit"]
+
+#: erf(x) ~ x * P(x^2) / Q(x^2) on x clamped to [-4, 4]: a rational fit (weighted least squares, then
+#: Lawson's reweighting) to erf on [0, 4]; |error| <= 2e-9 in exact arithmetic, <= 4e-7 evaluated in float32.
+_ERF_P = (1.128379225730896, 0.19258449971675873, 0.05583365634083748, 0.004230262711644173,
+          0.00041667488403618336, 7.010137778706849e-06)
+_ERF_Q = (1.0, 0.5040071606636047, 0.11748243868350983, 0.016321202740073204, 0.0014288636157289147,
+          7.414933497784659e-05, 2.722859449022508e-07)
+#: Where the fit stops: erf(4) is 1 - 1.5e-8, 1.0 in float32.
+_ERF_CLAMP = 4.0
+
+
+class ErfApproximation(Rewrite):
+    """Erf (float32) -> an odd rational function on the input clamped to [-4, 4]: Max, Min, Mul, Adds and
+    Muls (Horner), Div.  APPROXIMATE: at most 4e-7 absolute error in float32 (1 at +-inf, NaN kept)."""
+
+    name = "erf-approx"
+    op_types = ("Erf",)
+    #: The largest absolute error of the replacement (float32), for the docs and tests.
+    max_abs_error: ClassVar[float] = 4e-7
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        if ctx.dtype(node.inputs[0]) != ir.DataType.FLOAT:
+            return Support.no("input 0 is not float32")
+        return Support.check(ctx.shape(node.inputs[0]) is not None, "input 0 has no known rank")
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        x = node.inputs[0]
+        shape, dtype = ctx.shape(x), ir.DataType.FLOAT
+
+        def scalar(value: float) -> ir.Value:
+            return b.const(np.array(value, np.float32), "coefficient")
+
+        def op(op_type: str, a: ir.Value, c: ir.Value) -> ir.Value:
+            return b.op(op_type, [a, c], shape=shape, dtype=dtype)
+
+        xc = op("Min", op("Max", x, scalar(-_ERF_CLAMP)), scalar(_ERF_CLAMP))
+        z = op("Mul", xc, xc)
+
+        def horner(coefficients: Sequence[float]) -> ir.Value:
+            acc = op("Add", op("Mul", z, scalar(coefficients[-1])), scalar(coefficients[-2]))
+            for c in reversed(coefficients[:-2]):
+                acc = op("Add", op("Mul", acc, z), scalar(c))
+            return acc
+
+        return [op("Div", op("Mul", xc, horner(_ERF_P)), horner(_ERF_Q))]
+
+
+def _ints(ctx: RuleContext, node: ir.Node, index: int, name: str) -> list[int] | None:
+    """A node's int list given as input *index* (newer opsets) or as attribute *name* (older)."""
+    if len(node.inputs) > index and node.inputs[index] is not None:
+        value = ctx.constant(node.inputs[index])
+        return None if value is None else [int(v) for v in value.reshape(-1)]
+    found = attr(node, name)
+    return None if found is None else [int(v) for v in found]
+
+
+class Rank5HeadSplit(Rewrite):
+    """The attention's QKV split through a rank-5 tensor: Squeeze of one index taken by a Slice, with
+    Transposes before or after the Slice, of a Reshape to rank 5 (as exporters and onnxruntime's transpose
+    optimizer leave it) -> Reshape to rank 3 around the sliced axis, Slice, Reshape to rank 4, Transpose
+    (exact: the same elements moved; every tensor of rank <= 4)."""
+
+    name = "rank5-head-split"
+    op_types = ("Squeeze",)
+
+    def _chain(self, node: ir.Node, ctx: RuleContext):
+        """(x, the rank-5 shape, the order of its axes after the chain, the sliced axis, the index)."""
+        chain: list[ir.Node] = []
+        value = node.inputs[0]
+        while True:
+            producer = value.producer() if value is not None else None
+            if producer is None or producer.op_type not in ("Slice", "Transpose", "Reshape") or len(chain) > 4:
+                return Support.no("not a Squeeze of a Slice (and Transposes) of a Reshape to rank 5")
+            if producer.op_type == "Reshape":
+                break
+            chain.append(producer)
+            value = producer.inputs[0]
+        x = producer.inputs[0]
+        source, mid = ctx.static_shape(x), ctx.static_shape(producer.outputs[0])
+        if source is None or mid is None or len(mid) != 5:
+            return Support.no("shapes are not static, or the Reshape is not to rank 5")
+        axes_of = list(range(5))  # the rank-5 tensor's axis at each position of the current tensor
+        sliced: tuple[int, int] | None = None
+        for step in reversed(chain):
+            if step.op_type == "Transpose":
+                perm = list(attr(step, "perm", range(len(axes_of) - 1, -1, -1)))
+                axes_of = [axes_of[p] for p in perm]
+                continue
+            starts, ends = _ints(ctx, step, 1, "starts"), _ints(ctx, step, 2, "ends")
+            axes = _ints(ctx, step, 3, "axes") if len(step.inputs) > 3 else list(range(len(starts or [])))
+            steps = _ints(ctx, step, 4, "steps") if len(step.inputs) > 4 else None
+            if sliced is not None or starts is None or ends is None or axes is None or len(axes) != 1 \
+                    or (steps is not None and steps != [1]):
+                return Support.no("not one constant Slice of one axis")
+            q = axes_of[axes[0] % 5]
+            taken = np.arange(mid[q])[starts[0]:ends[0]]
+            if taken.size != 1:
+                return Support.no("the Slice does not take one index")
+            sliced = (q, int(taken[0]))
+        squeeze_axes = _ints(ctx, node, 1, "axes")
+        if sliced is None or squeeze_axes is None or [axes_of[a % 5] for a in squeeze_axes] != [sliced[0]]:
+            return Support.no("the Squeeze does not remove the one index the Slice takes")
+        return x, mid, [a for a in axes_of if a != sliced[0]], sliced[0], sliced[1]
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        chain = self._chain(node, ctx)
+        if isinstance(chain, Support):
+            return chain
+        return Support.check(ctx.dtype(node.inputs[0]) is not None, "unknown dtype")
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        x, mid, final, q, index = self._chain(node, ctx)
+        dtype = ctx.dtype(x)
+        outer, inner = int(np.prod(mid[:q], dtype=np.int64)), int(np.prod(mid[q + 1:], dtype=np.int64))
+
+        def const(values: Sequence[int]) -> ir.Value:
+            return b.const(np.array(values, np.int64), "ints")
+
+        flat = b.op("Reshape", [x, const([outer, mid[q], inner])], shape=(outer, mid[q], inner), dtype=dtype)
+        taken = b.op("Slice", [flat, const([index]), const([index + 1]), const([1])], shape=(outer, 1, inner),
+                     dtype=dtype)
+        rest = [d for i, d in enumerate(mid) if i != q]
+        four = b.op("Reshape", [taken, const(rest)], shape=tuple(rest), dtype=dtype)
+        order = [a - (a > q) for a in final]
+        out = tuple(rest[p] for p in order)
+        if order == sorted(order):
+            return [four]
+        return [b.op("Transpose", [four], shape=out, dtype=dtype, perm=order)]

@@ -1,0 +1,83 @@
+"""The Erf approximation (within its stated bound, on a dense grid and edge values) and the rank-5 head
+split (exact), each before and after in onnxruntime."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from onnx import helper
+from test_rewrites import EDGE, assert_same, rnd, run
+from test_rewrites_spatial import Mobile, legalized
+
+from mepkit import const, make_model, tensor
+from mobile_ep.passes import rewrites
+
+
+def test_erf_approximation_is_within_its_bound(tmp_path):
+    rewrite = rewrites.ErfApproximation()
+    grid = np.concatenate([np.linspace(-6, 6, 240001), np.logspace(-38, 0.7, 4000), -np.logspace(-38, 0.7, 4000),
+                           [4.0, -4.0, 3.9, 1e30, -1e30, np.inf, -np.inf, 0.0, -0.0]]).astype(np.float32)
+    proto = make_model([helper.make_node("Erf", ["x"], ["y"], name="erf")], [tensor("x", [grid.size])],
+                       [tensor("y", [grid.size])])
+    new, legal = legalized(proto, rewrite, tmp_path, Mobile(rewrite))
+    assert legal.applied and "Erf" not in {n.op_type for n in new.graph.node}
+    (approx,) = run(new, {"x": grid})
+    exact = np.array([math.erf(float(v)) for v in grid])
+    error = np.abs(approx.astype(np.float64) - exact)
+    assert error.max() <= rewrite.max_abs_error, (error.max(), grid[error.argmax()])
+    assert error.max() > rewrite.max_abs_error / 4  # (the bound is not loose by orders of magnitude)
+    (ort_erf,) = run(proto, {"x": grid})
+    assert np.abs(approx - ort_erf).max() <= rewrite.max_abs_error + np.abs(ort_erf - exact).max()
+    # odd, saturating, NaN kept
+    nan = np.array([np.nan, np.inf, -np.inf, 0.0], np.float32)
+    proto4 = make_model([helper.make_node("Erf", ["x"], ["y"], name="erf")], [tensor("x", [4])], [tensor("y", [4])])
+    (edge,) = run(legalized(proto4, rewrite, tmp_path, Mobile(rewrite))[0], {"x": nan})
+    assert np.isnan(edge[0]) and edge[1:].tolist() == [1.0, -1.0, 0.0]
+
+
+def test_erf_approximation_is_named_approximate_in_the_rewrite_report(tmp_path):
+    rewrite = rewrites.ErfApproximation()
+    assert "approx" in rewrite.name and "APPROXIMATE" in rewrite.describe() and "4e-7" in rewrite.describe()
+    proto = make_model([helper.make_node("Erf", ["x"], ["y"], name="erf")], [tensor("x", [3], 11)],
+                       [tensor("y", [3], 11)])
+    _, legal = legalized(proto, rewrite, tmp_path, Mobile(rewrite))
+    assert legal.applied == [] and legal.skipped[0].reason == "input 0 is not float32"
+
+
+@pytest.mark.parametrize("perm, sliced_axis, after", [([2, 0, 3, 1, 4], 0, None), ([0, 2, 3, 1, 4], 1, None),
+                                                     ([2, 0, 1, 3, 4], 0, None), (None, 2, [2, 0, 3, 1, 4]),
+                                                     ([0, 1, 2, 3, 4], 2, [0, 2, 1, 3, 4])])
+def test_rank5_head_split_is_exact(tmp_path, perm, sliced_axis, after):
+    """The exporters' order (Transpose, Slice, Squeeze) and onnxruntime's (Slice, Transpose, Squeeze)."""
+    t, heads, d = 6, 2, 4
+    mid = [1, t, 3, heads, d]
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["r"], name="r")]
+    source, shape5 = "r", mid
+    if perm is not None:
+        nodes.append(helper.make_node("Transpose", ["r"], ["t"], name="t", perm=perm))
+        source, shape5 = "t", [mid[p] for p in perm]
+    inits = [const("s", np.array(mid, np.int64)), const("ax", np.array([sliced_axis], np.int64))]
+    squeeze_axis = sliced_axis if after is None else after.index(sliced_axis)
+    inits.append(const("sq", np.array([squeeze_axis], np.int64)))
+    out_shape = [dim for j, dim in enumerate([shape5[p] for p in after] if after else shape5) if j != squeeze_axis]
+    outputs = []
+    for i in range(3):
+        inits += [const(f"b{i}", np.array([i], np.int64)), const(f"e{i}", np.array([i + 1], np.int64))]
+        nodes.append(helper.make_node("Slice", [source, f"b{i}", f"e{i}", "ax"], [f"sl{i}"], name=f"sl{i}"))
+        last = f"sl{i}"
+        if after is not None:
+            nodes.append(helper.make_node("Transpose", [last], [f"tr{i}"], name=f"tr{i}", perm=after))
+            last = f"tr{i}"
+        nodes.append(helper.make_node("Squeeze", [last, "sq"], [f"y{i}"], name=f"sq{i}"))
+        outputs.append(tensor(f"y{i}", out_shape))
+    proto = make_model(nodes, [tensor("x", [1, t, 3 * heads * d])], outputs, inits)
+    rewrite = rewrites.Rank5HeadSplit()
+    feeds = {"x": np.resize(np.concatenate([EDGE, rnd(30)]), (1, t, 3 * heads * d)).astype(np.float32)}
+    new, legal = legalized(proto, rewrite, tmp_path, Mobile(rewrite))
+    assert len(legal.applied) == 3, legal.skipped
+    assert {n.op_type for n in new.graph.node} <= {"Reshape", "Slice", "Transpose"}
+    ranks = [len(v.type.tensor_type.shape.dim) for v in [*new.graph.value_info, *new.graph.output]]
+    assert max(ranks) <= 4
+    assert_same(run(proto, feeds), run(new, feeds), exact=True)
