@@ -67,7 +67,7 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
                 fixed, changes = (load.as_ort_sees_it(path, work / "fixed", opts, proto) if opts.fixes_shapes
                                   else (as_is, {}))
                 for backend in backends:
-                    after[backend.name] = _after_convert(fixed, backend, opts)
+                    after[backend.name] = _after_convert(fixed, backend, opts, work / f"after.{backend.name}")
         dynamic = reports.dynamic_inputs(as_is)
         for name, report in before.items():
             report.suggestions = reports.suggestions(report, after.get(name), dynamic)
@@ -147,10 +147,17 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
     return _with_html(result, html)
 
 
-def _after_convert(model: ir.Model, backend: Backend, options: Options) -> reports.BackendReport:
-    """What *backend* takes of *model* once ``convert`` has legalized it."""
+def _after_convert(model: ir.Model, backend: Backend, options: Options, work: pathlib.Path) -> reports.BackendReport:
+    """What *backend* takes of the model ``convert`` writes: legalized, partitioned, the CPU part fused and the
+    file partitioned again as ORT sees it (the steps of :func:`convert`, into *work*)."""
     legalized, partition, rewrites = _legalize_and_partition(model, backend, options)
-    report = reports.backend_report(backend, partition.proposal, partition.nodes, partition.costs, model=legalized)
+    work.mkdir(parents=True, exist_ok=True)
+    target = work / "model.onnx"
+    _, written = fuse_cpu.fuse_and_write(legalized, partition, options, target, work)
+    written_partition, written_model = written or fuse_cpu.partition_written(target, backend, work / "written",
+                                                                             options.strict)
+    report = reports.backend_report(backend, written_partition.proposal, written_partition.nodes,
+                                    written_partition.costs, model=written_model)
     report.rewrites = rewrites
     return report
 
