@@ -79,6 +79,8 @@ class Builder:
         array = np.asarray(array)
         if dtype is not None:
             array = array.astype(dtype.numpy())
+        if array.base is not None:  # a view (of a weight's memory map, say) would keep that memory pinned
+            array = array.copy()
         name = self._name(hint)
         # ir.Tensor, not ir.tensor: for an array that is what ir.tensor makes, after protocol checks taking
         # ten times as long (60 us; channel-shuffle rewrites make a constant each)

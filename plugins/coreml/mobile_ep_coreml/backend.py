@@ -151,6 +151,8 @@ class CoreMLBackend(Backend):
             r.ConvTo2D(),
             r.PoolCeilToPads(),
             r.PadToGather(),
+            r.LSTMToSteps(),
+            r.GRUToSteps(),
         )
 
     def qdq_ops(self) -> frozenset[str]:

@@ -185,6 +185,8 @@ class NnapiBackend(Backend):
             r.ConvTo2D(),
             r.PoolCeilToPads(),
             r.PadToGather(),
+            r.LSTMToSteps(),
+            r.GRUToSteps(),
             r.Rank5HeadSplit(),
         ) + ((r.ErfApproximation(),) if self.options.approximate_erf else ())
 
