@@ -327,6 +327,11 @@ def compile_into(paths: dict[str, pathlib.Path], backend: Backend, out_dir: path
                  options: Any) -> CompileResult:
     """``convert --compile``: compile the written ``paths["onnx"]`` into ``<model>.<ep>.compiled.onnx`` (added to
     *paths* as ``"compiled"``), its app bundle beside it and the runtime adapter's sources in ``adapter/``."""
+    vendor = getattr(backend, "compile_with_ep", None)
+    if callable(vendor):  # the EP itself writes the artifact (its own EPContext model and context files) and
+        # checks it: ``compile_with_ep(onnx_path, target, workdir, options) -> CompileResult``
+        stem = paths["onnx"].name[: -len(f".{backend.name}.onnx")]
+        return vendor(paths["onnx"], out_dir / f"{stem}.{backend.name}.compiled.onnx", workdir, options)
     if not is_compiling(backend):
         raise UsageError(f"backend {backend.name!r} does not compile partitions: --compile needs a backend with "
                          "compile/emulate/runtime_adapter")
@@ -336,7 +341,7 @@ def compile_into(paths: dict[str, pathlib.Path], backend: Backend, out_dir: path
     result = compile_model(onnx_path, backend, target, workdir, strict=options.strict, use_cost=options.cost_model,
                            max_partitions=options.max_partitions, min_nodes=options.min_nodes)
     result.bundle = str(write_bundle(target))
-    result.adapter = str(write_adapter(backend, out_dir / "adapter"))
+    result.adapter = str(write_adapter(backend, out_dir / "adapter", adapter_names(onnx_path, target, paths.get("ort"))))
     paths["compiled"] = target
     return result
 
@@ -431,13 +436,40 @@ def write_bundle(compiled: str | os.PathLike, folder: str | os.PathLike | None =
     return target
 
 
-def write_adapter(backend: Backend, folder: str | os.PathLike) -> pathlib.Path:
-    """Write the backend's ``runtime_adapter()`` files under *folder* (each atomically)."""
+def adapter_names(model: str | os.PathLike, compiled: str | os.PathLike, ort: str | os.PathLike | None = None
+                  ) -> dict[str, str]:
+    """The names the adapter's README and examples use: ``bundle`` (the app bundle's folder name of the compiled
+    model at *compiled*), ``ort`` (the .ort file's name), ``input`` and ``output`` (the first graph input and
+    output of the converted *model*, which the compiled one shares), ``input_shape`` (the input's dims, ``1``
+    for a dynamic one, comma-separated)."""
+    graph = mir.load(model, shapes=False, check=False).graph
+    inputs = [v for v in graph.inputs if not v.is_initializer()]
+    names = {"bundle": bundle_path(compiled).name, "ort": pathlib.Path(ort).name if ort else ""}
+    if inputs:
+        names["input"] = inputs[0].name or ""
+        dims = inputs[0].shape if inputs[0].shape is not None else []
+        names["input_shape"] = ", ".join(str(d) if isinstance(d, int) else "1" for d in dims)
+    if graph.outputs:
+        names["output"] = graph.outputs[0].name or ""
+    return names
+
+
+def write_adapter(backend: Backend, folder: str | os.PathLike, names: dict[str, str] | None = None) -> pathlib.Path:
+    """Write the backend's ``runtime_adapter()`` files under *folder* (each atomically).
+
+    In its text files, ``{{mobile_ep:KEY}}`` becomes the model's own name for KEY (:func:`adapter_names`:
+    ``bundle``, ``ort``, ``input``, ``input_shape``, ``output``), so READMEs and examples name the model's
+    files, inputs and outputs."""
     target = pathlib.Path(folder)
     files = backend.runtime_adapter()  # type: ignore[attr-defined]
     for relative, data in sorted(files.items()):
         parts = pathlib.PurePosixPath(relative).parts
         if pathlib.PurePosixPath(relative).is_absolute() or ".." in parts or not parts:
             raise BackendError(f"{backend.name}: runtime adapter path {relative!r} is not a relative path")
+        if names and b"{{mobile_ep:" in data:
+            text = data.decode("utf-8")
+            for key, value in names.items():
+                text = text.replace("{{mobile_ep:" + key + "}}", value)
+            data = text.encode("utf-8")
         _write(target.joinpath(*parts), data)
     return target

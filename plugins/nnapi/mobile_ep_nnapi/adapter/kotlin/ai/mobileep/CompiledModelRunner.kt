@@ -16,8 +16,9 @@ import java.nio.ByteBuffer
  * (`segment_<k>.onnx`) runs in an ORT session (CPU EP), a partition (`nnapi_<n>.nnapi`) runs with NNAPI
  * through [NnapiPartition].  Values pass between steps by their ONNX names, as in the original model.
  *
- *     val runner = CompiledModelRunner(File(context.filesDir, "mobilenet.nnapi.compiled"))
- *     val outputs = runner.run(mapOf("input" to OnnxTensor.createTensor(env, floats, longArrayOf(1, 3, 224, 224))))
+ *     val runner = CompiledModelRunner(File(context.filesDir, "{{mobile_ep:bundle}}"))
+ *     val outputs = runner.run(mapOf("{{mobile_ep:input}}" to OnnxTensor.createTensor(env, floats, longArrayOf({{mobile_ep:input_shape}}))))
+ *     val result = outputs.getValue("{{mobile_ep:output}}")
  *
  * `mobile_ep.runtime.run_compiled` executes the same plan on a workstation (with the NNAPI emulator).
  */
