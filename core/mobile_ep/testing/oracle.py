@@ -1,0 +1,306 @@
+"""The oracle: a backend's prediction against the real ONNX Runtime execution provider it models.
+
+A backend predicts which nodes an execution provider (EP) takes.  When that EP runs on the host (QNN's HTP
+simulator on x86-64 Linux, XNNPACK, a vendor's plugin EP...), the prediction can be checked against the
+real thing, case by case.  :func:`run_oracle` does, for one model:
+
+1. the model is written with every node named (names are how the two placements meet) and opened with
+   onnxruntime's basic optimizations on the CPU: that basic-level graph is what the EP is asked about;
+2. the backend's prediction: :func:`mobile_ep.partitioning.propose.propose` over that graph (ORT's
+   partitioning, no cost model: the EP has none);
+3. the real placement: a session with the EP, at the basic level, with ORT's EPContext output on
+   (``ep.context_enable=1``, ``ep.context_embed_mode=0``).  The model ORT writes holds one
+   ``com.microsoft:EPContext`` node per partition the EP compiled, and every node it did not take as it
+   was: the nodes taken are the basic graph's nodes that are gone, each partition is known by its
+   outputs.  When the EP takes nothing ORT writes no file;
+4. the two are compared: nodes predicted but left on the CPU, nodes taken but not predicted (with the
+   backend's reason), and the partitions (by the values they produce).
+
+:class:`OracleResult` holds both placements and :meth:`OracleResult.diff` names every node that differs.
+The EP is described by an :class:`ExecutionProvider`: its name, provider options, session config
+entries and, for a plugin EP, its library (registered once per process with
+``onnxruntime.register_execution_provider_library``)::
+
+    from mobile_ep.testing import ExecutionProvider, run_oracle
+
+    qnn = ExecutionProvider("QNNExecutionProvider", {"backend_type": "htp", "soc_model": "60"},
+                            library=onnxruntime_qnn.get_library_path())
+    result = run_oracle(MyQnnBackend(), "model.onnx", qnn)
+    assert result.matches, result.diff()
+
+Only session creation runs (no inference), so each case costs what the EP's compilation costs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import tempfile
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+
+from mobile_ep.contract import Backend, op_label
+from mobile_ep.partitioning.propose import Proposal, propose
+
+__all__ = [
+    "ExecutionProvider",
+    "RealPartition",
+    "RealPlacement",
+    "OracleResult",
+    "register_ep_library",
+    "real_placement",
+    "run_oracle",
+]
+
+EP_CONTEXT_OP = "EPContext"
+EP_CONTEXT_DOMAIN = "com.microsoft"
+
+_registered: dict[str, str] = {}
+_lock = threading.Lock()
+
+
+def register_ep_library(name: str, path: str) -> None:
+    """Register a plugin EP library with onnxruntime, once per process (a second registration fails)."""
+    import onnxruntime as ort
+
+    with _lock:
+        if name in _registered:
+            return
+        try:
+            ort.register_execution_provider_library(name, str(path))
+        except Exception as exc:  # registered by someone else in this process: fine
+            if "already registered" not in str(exc):
+                raise
+        _registered[name] = str(path)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutionProvider:
+    """An onnxruntime execution provider as the oracle opens sessions with it.
+
+    ``library``: for a plugin EP, the shared library to register (the devices whose ``ep_name`` is
+    ``name`` are then used); ``None`` for an EP built into the installed onnxruntime.
+    """
+
+    name: str
+    options: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    library: str | None = None
+    session_config: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def session_options(self) -> Any:
+        """A ``SessionOptions`` at the basic optimization level with this EP added (registering it first)."""
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        so.log_severity_level = 3
+        for key, value in self.session_config.items():
+            so.add_session_config_entry(key, str(value))
+        if self.library is not None:
+            register_ep_library(self.name, self.library)
+            devices = [d for d in ort.get_ep_devices() if d.ep_name == self.name][:1]
+            if not devices:
+                raise RuntimeError(f"onnxruntime lists no device for the execution provider {self.name}")
+            so.add_provider_for_devices(devices, {k: str(v) for k, v in self.options.items()})
+        return so
+
+    def session(self, model: str | bytes, so: Any = None) -> Any:
+        """An ``InferenceSession`` of *model* (a path or serialized bytes) on this EP."""
+        import onnxruntime as ort
+
+        so = so if so is not None else self.session_options()
+        if self.library is not None:
+            return ort.InferenceSession(model, so)
+        return ort.InferenceSession(model, so, providers=[(self.name, dict(self.options)), "CPUExecutionProvider"])
+
+
+@dataclasses.dataclass(frozen=True)
+class RealPartition:
+    """One partition the real EP compiled: its EPContext node's name, inputs, outputs and attributes."""
+
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attributes: Mapping[str, Any]
+
+
+@dataclasses.dataclass
+class RealPlacement:
+    """What the real EP took of a model: partitions, node names left on the CPU, or the session's error."""
+
+    partitions: list[RealPartition]
+    cpu_nodes: set[str]
+    error: str | None = None
+    #: The EPContext model ORT wrote (``None`` when the EP took nothing or the session failed).
+    context_model: pathlib.Path | None = None
+
+
+def _ep_context_attributes(node: onnx.NodeProto) -> dict[str, Any]:
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def real_placement(model: str | pathlib.Path, ep: ExecutionProvider, workdir: str | pathlib.Path, *,
+                   keep: bool = False) -> RealPlacement:
+    """Open *model* with *ep* at the basic level, EPContext output on, and read what it took.
+
+    With ``keep`` the EPContext model and its context files stay in *workdir* (``context.onnx``).
+    """
+    work = pathlib.Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    out = work / "context.onnx"
+    so = ep.session_options()
+    so.add_session_config_entry("ep.context_enable", "1")
+    so.add_session_config_entry("ep.context_file_path", str(out))
+    so.add_session_config_entry("ep.context_embed_mode", "0")
+    try:
+        ep.session(str(model), so)
+    except Exception as exc:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        return RealPlacement([], set(), error=text)
+    if not out.exists():
+        return RealPlacement([], set(), context_model=None)
+    written = onnx.load(str(out), load_external_data=False)
+    partitions = []
+    cpu = set()
+    for node in written.graph.node:
+        if node.op_type == EP_CONTEXT_OP and node.domain == EP_CONTEXT_DOMAIN:
+            partitions.append(RealPartition(node.name, tuple(node.input), tuple(node.output),
+                                            _ep_context_attributes(node)))
+        else:
+            cpu.add(node.name)
+    if not keep:
+        for path in work.glob("context*"):
+            path.unlink()
+        out = None  # type: ignore[assignment]
+    return RealPlacement(partitions, cpu, context_model=out)
+
+
+@dataclasses.dataclass
+class OracleResult:
+    """A backend's prediction for one model next to the real EP's placement."""
+
+    case: str
+    backend: str
+    ep: str
+    #: Every node of the basic-level graph: name -> op label (``Conv``, ``com.microsoft:Gelu``...).
+    nodes: dict[str, str]
+    #: Predicted partitions (node names) and the backend's reasons for the nodes it leaves.
+    predicted: list[list[str]]
+    reasons: dict[str, str]
+    predicted_outputs: list[tuple[str, ...]]
+    real: RealPlacement
+
+    @property
+    def built(self) -> bool:
+        """Whether the real EP built a session for the model (``False``: :attr:`RealPlacement.error`)."""
+        return self.real.error is None
+
+    @property
+    def predicted_nodes(self) -> set[str]:
+        return {n for p in self.predicted for n in p}
+
+    @property
+    def real_nodes(self) -> set[str]:
+        """The basic graph's nodes the real EP took (gone from the EPContext model)."""
+        if not self.real.partitions:
+            return set()
+        return set(self.nodes) - self.real.cpu_nodes
+
+    @property
+    def unexpected_cpu_nodes(self) -> set[str]:
+        """Nodes of the real session's CPU part that are not in the basic graph (made by the EP's transforms)."""
+        return self.real.cpu_nodes - set(self.nodes)
+
+    @property
+    def over_claimed(self) -> set[str]:
+        """Predicted for the backend, left on the CPU by the real EP."""
+        return self.predicted_nodes - self.real_nodes
+
+    @property
+    def under_claimed(self) -> set[str]:
+        """Taken by the real EP, predicted to stay on the CPU."""
+        return self.real_nodes - self.predicted_nodes
+
+    @property
+    def partitions_match(self) -> bool:
+        real = sorted(tuple(sorted(p.outputs)) for p in self.real.partitions)
+        return sorted(tuple(sorted(o)) for o in self.predicted_outputs) == real
+
+    @property
+    def matches(self) -> bool:
+        """Same nodes taken, same partitions (by their outputs); a session that failed to build never matches."""
+        return (self.built and not self.over_claimed and not self.under_claimed and self.partitions_match
+                and not self.unexpected_cpu_nodes)
+
+    def diff(self) -> str:
+        """What differs, one line per node or partition, naming each node and its op."""
+        if not self.built:
+            return f"{self.case}: the real {self.ep} did not build a session: {self.real.error}"
+        lines = []
+        for name in sorted(self.over_claimed):
+            lines.append(f"- {self.nodes.get(name, '?')} node {name!r}: {self.backend} predicts it taken, the real "
+                         f"{self.ep} leaves it on the CPU")
+        for name in sorted(self.under_claimed):
+            reason = self.reasons.get(name, "")
+            lines.append(f"+ {self.nodes.get(name, '?')} node {name!r}: the real {self.ep} takes it, {self.backend} "
+                         f"predicts the CPU" + (f" ({reason})" if reason else ""))
+        for name in sorted(self.unexpected_cpu_nodes):
+            lines.append(f"! node {name!r} runs on the CPU in the real session but is not in the basic-level graph")
+        if not self.partitions_match:
+            predicted = [sorted(o) for o in self.predicted_outputs]
+            real = [sorted(p.outputs) for p in self.real.partitions]
+            lines.append(f"~ partitions: {self.backend} predicts {len(predicted)} producing {predicted}, the real "
+                         f"{self.ep} made {len(real)} producing {real}")
+        if not lines:
+            return f"{self.case}: {self.backend} matches the real {self.ep}"
+        return f"{self.case}: {self.backend} vs the real {self.ep}:\n" + "\n".join("  " + line for line in lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"case": self.case, "backend": self.backend, "ep": self.ep, "built": self.built,
+                "matches": self.matches, "nodes": len(self.nodes), "predicted_partitions": len(self.predicted),
+                "real_partitions": len(self.real.partitions), "over_claimed": sorted(self.over_claimed),
+                "under_claimed": sorted(self.under_claimed), "error": self.real.error}
+
+
+def _named(model: Any) -> ir.Model:
+    from mobile_ep.testing.helpers import as_model
+
+    m = as_model(model)
+    seen: set[str] = set()
+    for index, node in enumerate(m.graph):
+        name = node.name or f"{node.op_type}_{index}"
+        while name in seen:
+            name = f"{name}_{index}"
+        node.name = name
+        seen.add(name)
+    return m
+
+
+def run_oracle(backend: Backend, model: Any, ep: ExecutionProvider, *, case: str | None = None,
+               workdir: str | pathlib.Path | None = None, keep: bool = False) -> OracleResult:
+    """Compare *backend*'s prediction for *model* (an ``onnx.ModelProto``, a path or an IR model) with *ep*.
+
+    The session is only created, never run.  ``workdir`` keeps the files (the named model
+    ``model.onnx``, the basic-level ``optimized.onnx`` and, with ``keep``, the EPContext model).
+    """
+    from mobile_ep import model_io as mir
+    from mobile_ep.passes import fold_constants
+
+    label = case or (str(model) if isinstance(model, (str, pathlib.Path)) else "model")
+    with tempfile.TemporaryDirectory(prefix="mobile-ep-oracle-") as tmp:
+        work = pathlib.Path(workdir) if workdir is not None else pathlib.Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        path = mir.save(_named(model), work / "model.onnx")
+        basic = mir.load(fold_constants.ort_optimized(path, work), check=False)
+        found: Proposal = propose(basic, [backend])
+        mine = found.per_backend[backend.name]
+        nodes = {n.name or "": op_label(n) for n in basic.graph}
+        reasons = {n.name or "": reason for n, reason in mine.rejected.items()}
+        predicted = [[n.name or "" for n in p.nodes] for p in mine.partitions]
+        outputs = [tuple(v.name or "" for v in p.outputs) for p in mine.partitions]
+        real = real_placement(path, ep, work, keep=keep)
+        return OracleResult(label, backend.name, ep.name, nodes, predicted, reasons, outputs, real)

@@ -1,0 +1,95 @@
+"""The base of every QNN rule: the checks the QNN EP's ``BaseOpBuilder`` and model wrapper make for every op.
+
+``QnnRule.check_common`` runs, in this order:
+
+1. the opset range;
+2. static shapes: every input and output the unit has needs a fully known shape (the EP reads each tensor's
+   shape into a QNN tensor; a symbolic or unknown dimension fails), and no dimension may be 0;
+3. the element types of the inputs (:attr:`QnnRule.input_types`, by position; float32 and float16 by
+   default). In a QDQ unit the quantized tensors of its DequantizeLinear/QuantizeLinear nodes must be 8- or
+   16-bit integers (int32 for a bias);
+4. the inputs that must be constant initializers (:attr:`QnnRule.constant_inputs`: axes, pads, sizes... the
+   EP reads them when it builds the graph);
+
+then the op's own ``check`` (the builder's ``IsOpSupported``).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import onnx_ir as ir
+
+from mobile_ep import SUPPORTED, DataType, NodeUnit, OpRule, RuleContext, Support, attr
+
+__all__ = ["QnnRule", "FLOATS", "INTS", "QUANTIZED", "type_name", "attr", "Support", "SUPPORTED", "DataType"]
+
+FLOATS = frozenset({DataType.FLOAT, DataType.FLOAT16})
+#: Integer types the EP maps onto QNN integers (64-bit ones are narrowed to 32 bits).
+INTS = frozenset({DataType.INT32, DataType.INT64})
+#: The quantized types of QDQ tensors the HTP takes.
+QUANTIZED = frozenset({DataType.UINT8, DataType.INT8, DataType.UINT16, DataType.INT16})
+
+
+def type_name(dtype: DataType | None) -> str:
+    return "unknown" if dtype is None else dtype.name.lower()
+
+
+class QnnRule(OpRule):
+    """A QNN op rule: common checks first (see the module), then :meth:`check`."""
+
+    signature_memo = True
+    #: Accepted element types per input position; positions not listed accept any type.
+    input_types: ClassVar[dict[int, frozenset[DataType]]] = {0: FLOATS}
+    #: Input positions that must be constant initializers, with what they hold (for the reason).
+    constant_inputs: ClassVar[dict[int, str]] = {}
+    #: Whether the outputs need static shapes too (not for ops whose output size depends on the data).
+    static_outputs: ClassVar[bool] = True
+
+    def check_common(self, unit: NodeUnit, ctx: RuleContext) -> Support:
+        answer = super().check_common(unit, ctx)
+        if not answer:
+            return answer
+        node = unit.target
+        for role, values in (("input", node.inputs), ("output", node.outputs)):
+            if role == "output" and not self.static_outputs:
+                continue
+            for index, value in enumerate(values):
+                if value is None:
+                    continue
+                shape = ctx.static_shape(value)
+                if shape is None:
+                    return Support.no(f"{role} {index} has a dynamic shape: the QNN EP compiles static shapes "
+                                      f"only (give the model fixed input shapes)")
+                if 0 in shape:
+                    return Support.no(f"{role} {index} is empty (a dimension is 0): QNN has no empty tensors")
+        for index, allowed in self.input_types.items():
+            if index >= len(node.inputs) or node.inputs[index] is None:
+                continue
+            dtype = ctx.dtype(node.inputs[index])
+            if dtype not in allowed:
+                names = ", ".join(sorted(type_name(t) for t in allowed))
+                return Support.no(f"input {index} is {type_name(dtype)}: QNN takes {names} here")
+        if unit.kind == "qdq":
+            for dq in unit.dq_nodes:
+                dtype = ctx.dtype(dq.inputs[0])
+                if dtype not in QUANTIZED and dtype != DataType.INT32:
+                    return Support.no(f"a DequantizeLinear of the QDQ unit reads {type_name(dtype)}: QNN "
+                                      "quantizes to 8 or 16 bits")
+            for q in unit.q_nodes:
+                dtype = ctx.dtype(q.outputs[0])
+                if dtype not in QUANTIZED:
+                    return Support.no(f"a QuantizeLinear of the QDQ unit writes {type_name(dtype)}: QNN "
+                                      "quantizes to 8 or 16 bits")
+        for index, what in self.constant_inputs.items():
+            if index < len(node.inputs) and node.inputs[index] is not None and not ctx.is_constant(node.inputs[index]):
+                return Support.no(f"the {what} (input {index}) is not a constant initializer: the QNN EP "
+                                  "needs it when it builds the graph")
+        return SUPPORTED
+
+    def check(self, unit: NodeUnit, ctx: RuleContext) -> Support:
+        return SUPPORTED
+
+
+def all_types(node: ir.Node, ctx: RuleContext) -> list[DataType | None]:
+    return [ctx.dtype(v) if v is not None else None for v in node.inputs]

@@ -1,0 +1,30 @@
+"""Conv and ConvTranspose (``conv_op_builder.cc``): QNN Conv2d/Conv3d/DepthWiseConv2d/TransposeConv2d/3d,
+1-D convolutions as 2-D with a unit dimension."""
+
+from __future__ import annotations
+
+from ._base import SUPPORTED, QnnRule, Support, attr
+
+
+class Conv(QnnRule):
+    op_types = ("Conv",)
+
+    def check(self, unit, ctx):
+        """1-D, 2-D or 3-D; float32/float16 or a QDQ unit; the weight may be an activation."""
+        rank = ctx.rank(unit.target.inputs[0])
+        if rank not in (3, 4, 5):
+            return Support.no(f"rank-{rank} input: QNN convolutions are 1-D, 2-D or 3-D")
+        return SUPPORTED
+
+
+class ConvTranspose(QnnRule):
+    op_types = ("ConvTranspose",)
+
+    def check(self, unit, ctx):
+        """1-D, 2-D or 3-D without dilations."""
+        rank = ctx.rank(unit.target.inputs[0])
+        if rank not in (3, 4, 5):
+            return Support.no(f"rank-{rank} input: QNN transposed convolutions are 1-D, 2-D or 3-D")
+        if any(d != 1 for d in attr(unit.target, "dilations", ()) or ()):
+            return Support.no("dilations other than 1: QNN's TransposeConv has no dilation")
+        return SUPPORTED

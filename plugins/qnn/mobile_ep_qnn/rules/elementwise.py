@@ -1,0 +1,119 @@
+"""Element-wise binary and variadic ops (``simple_op_builder.cc``, ``mean_op_builder.cc``, ``mod_op_builder.cc``):
+QNN's ElementWise* ops with numpy broadcasting."""
+
+from __future__ import annotations
+
+from ._base import FLOATS, INTS, SUPPORTED, DataType, QnnRule, Support, attr, type_name
+
+NUMERIC = FLOATS | INTS
+
+
+def _same_types(unit, ctx, allowed, what="inputs") -> Support:
+    for index, value in enumerate(unit.target.inputs):
+        if value is None:
+            continue
+        dtype = ctx.dtype(value)
+        if dtype not in allowed:
+            names = ", ".join(sorted(type_name(t) for t in allowed))
+            return Support.no(f"input {index} is {type_name(dtype)}: QNN takes {what} of {names}")
+    return SUPPORTED
+
+
+class Arithmetic(QnnRule):
+    op_types = ("Add", "Sub", "Div")
+    input_types = {}
+
+    def check(self, unit, ctx):
+        """float32, float16, int32 or int64 (narrowed to int32); broadcasting."""
+        return _same_types(unit, ctx, NUMERIC)
+
+
+class Multiply(QnnRule):
+    op_types = ("Mul",)
+    input_types = {}
+
+    def check(self, unit, ctx):
+        """float32, float16, int32, int64 (narrowed to int32) or uint32; broadcasting."""
+        return _same_types(unit, ctx, NUMERIC | {DataType.UINT32})
+
+
+class Power(QnnRule):
+    op_types = ("Pow",)
+    input_types = {}
+
+    def check(self, unit, ctx):
+        """Base and exponent float32 or float16."""
+        return _same_types(unit, ctx, FLOATS)
+
+
+class Comparison(QnnRule):
+    op_types = ("Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual")
+    input_types = {}
+
+    def check(self, unit, ctx):
+        """float32, float16, int32 or int64 operands; a bool result."""
+        return _same_types(unit, ctx, NUMERIC)
+
+
+class Logical(QnnRule):
+    op_types = ("And", "Or")
+    input_types = {0: frozenset({DataType.BOOL}), 1: frozenset({DataType.BOOL})}
+
+    def check(self, unit, ctx):
+        """bool operands."""
+        return SUPPORTED
+
+
+class MaxMin(QnnRule):
+    op_types = ("Max", "Min")
+    input_types = {}
+
+    def check(self, unit, ctx):
+        """Two or more inputs of float32, float16, int32, int64 or uint32."""
+        if len([v for v in unit.target.inputs if v is not None]) < 2:
+            return Support.no("one input: the QNN EP builds ElementWiseMaximum/Minimum of two or more")
+        return _same_types(unit, ctx, NUMERIC | {DataType.UINT32})
+
+
+class MeanSum(QnnRule):
+    op_types = ("Mean", "Sum")
+    input_types = {}
+
+    def check(self, unit, ctx):
+        """Two or more float32 or float16 inputs."""
+        if len([v for v in unit.target.inputs if v is not None]) < 2:
+            return Support.no("one input: the QNN EP builds this from two or more")
+        return _same_types(unit, ctx, FLOATS | INTS)
+
+
+class Modulo(QnnRule):
+    op_types = ("Mod",)
+    input_types = {}
+
+    def check(self, unit, ctx):
+        """fmod=0 (integer modulo semantics); 8- to 64-bit integers (not uint64), float32 or float16."""
+        if attr(unit.target, "fmod", 0) != 0:
+            return Support.no("fmod=1: the QNN EP builds Mod with fmod=0 only")
+        allowed = FLOATS | INTS | {DataType.INT8, DataType.INT16, DataType.UINT8, DataType.UINT16, DataType.UINT32}
+        return _same_types(unit, ctx, allowed)
+
+
+class Where(QnnRule):
+    op_types = ("Where",)
+    input_types = {0: frozenset({DataType.BOOL})}
+
+    def check(self, unit, ctx):
+        """A bool condition; values float32, float16, int32 or int64."""
+        for index in (1, 2):
+            dtype = ctx.dtype(unit.target.inputs[index])
+            if dtype not in NUMERIC:
+                return Support.no(f"input {index} is {type_name(dtype)}: QNN takes float or int32 values")
+        return SUPPORTED
+
+
+class PRelu(QnnRule):
+    op_types = ("PRelu",)
+
+    def check(self, unit, ctx):
+        """float32 or float16 input; the slope broadcasts."""
+        return SUPPORTED

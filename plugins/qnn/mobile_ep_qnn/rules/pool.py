@@ -1,0 +1,48 @@
+"""Pooling (``pool_op_builder.cc``): QNN PoolMax2d/PoolAvg2d/PoolAvg3d, global pooling as pooling over the
+whole plane; 1-D pooling as 2-D."""
+
+from __future__ import annotations
+
+from ._base import SUPPORTED, QnnRule, Support, attr
+
+
+def _no_dilation(node) -> Support:
+    if any(d != 1 for d in attr(node, "dilations", ()) or ()):
+        return Support.no("dilations other than 1: QNN pooling has no dilation")
+    return SUPPORTED
+
+
+class MaxPool(QnnRule):
+    op_types = ("MaxPool",)
+
+    def check(self, unit, ctx):
+        """1-D or 2-D, no dilation, no indices output."""
+        node = unit.target
+        if len(node.outputs) > 1 and node.outputs[1] is not None and node.outputs[1].name:
+            return Support.no("the indices output: QNN's PoolMax2d has none")
+        rank = ctx.rank(node.inputs[0])
+        if rank not in (3, 4):
+            return Support.no(f"rank-{rank} input: QNN max pooling is 1-D or 2-D")
+        return _no_dilation(node)
+
+
+class AveragePool(QnnRule):
+    op_types = ("AveragePool",)
+
+    def check(self, unit, ctx):
+        """1-D, 2-D or 3-D, no dilation."""
+        rank = ctx.rank(unit.target.inputs[0])
+        if rank not in (3, 4, 5):
+            return Support.no(f"rank-{rank} input: QNN average pooling is 1-D, 2-D or 3-D")
+        return _no_dilation(unit.target)
+
+
+class GlobalPool(QnnRule):
+    op_types = ("GlobalAveragePool", "GlobalMaxPool")
+
+    def check(self, unit, ctx):
+        """1-D or 2-D (rank 3 or 4) input."""
+        rank = ctx.rank(unit.target.inputs[0])
+        if rank not in (3, 4, 5):
+            return Support.no(f"rank-{rank} input: QNN global pooling is over 1-D to 3-D planes")
+        return SUPPORTED

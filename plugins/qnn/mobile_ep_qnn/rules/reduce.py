@@ -1,0 +1,24 @@
+"""Reductions and ArgMax/ArgMin (``reduce_op_builder.cc``, ``argmax_argmin_op_builder.cc``)."""
+
+from __future__ import annotations
+
+from ._base import SUPPORTED, QnnRule, Support, attr
+
+
+class Reduce(QnnRule):
+    op_types = ("ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum", "ReduceL2")
+    constant_inputs = {1: "axes"}
+
+    def check(self, unit, ctx):
+        """float32/float16 or a QDQ unit; constant axes."""
+        return SUPPORTED
+
+
+class ArgMaxMin(QnnRule):
+    op_types = ("ArgMax", "ArgMin")
+
+    def check(self, unit, ctx):
+        """select_last_index=0."""
+        if attr(unit.target, "select_last_index", 0):
+            return Support.no("select_last_index=1: QNN's Argmax/Argmin return the first index")
+        return SUPPORTED

@@ -1,0 +1,37 @@
+"""Reshape, Flatten, Squeeze, Unsqueeze (``reshape_op_builder.cc``): QNN Reshape to the static output shape."""
+
+from __future__ import annotations
+
+from ._base import FLOATS, INTS, QUANTIZED, SUPPORTED, DataType, QnnRule, Support, attr
+
+ANY_DATA = FLOATS | INTS | QUANTIZED | {DataType.BOOL}
+
+
+class Reshape(QnnRule):
+    op_types = ("Reshape",)
+    input_types = {0: ANY_DATA}
+
+    def check(self, unit, ctx):
+        """allowzero=0; the output shape is static (the shape input may be computed)."""
+        if attr(unit.target, "allowzero", 0):
+            return Support.no("allowzero=1: the QNN EP reshapes with allowzero=0 only")
+        return SUPPORTED
+
+
+class Flatten(QnnRule):
+    op_types = ("Flatten",)
+    input_types = {0: ANY_DATA}
+
+    def check(self, unit, ctx):
+        """Any axis."""
+        return SUPPORTED
+
+
+class SqueezeUnsqueeze(QnnRule):
+    op_types = ("Squeeze", "Unsqueeze")
+    input_types = {0: ANY_DATA}
+    constant_inputs = {1: "axes"}
+
+    def check(self, unit, ctx):
+        """Constant axes."""
+        return SUPPORTED
