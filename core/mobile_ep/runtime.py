@@ -20,8 +20,9 @@ import numpy as np
 from mobile_ep.contract.compile import CompileError
 from mobile_ep.errors import ModelError, VerificationError
 
-__all__ = ["OutputDiff", "Verification", "InputError", "make_inputs", "run", "compare", "verify", "Step", "plan_compiled",
-           "run_compiled", "is_compiled_model", "compiled_tolerances"]
+__all__ = ["OutputDiff", "QuantizedOutput", "Verification", "InputError", "make_inputs", "run", "compare",
+           "quantized_outputs", "verify", "Step", "plan_compiled", "run_compiled", "is_compiled_model",
+           "compiled_tolerances"]
 
 #: How long one verification run of a model may take, in seconds (``MOBILE_EP_RUN_TIMEOUT``).
 RUN_TIMEOUT = float(os.environ.get("MOBILE_EP_RUN_TIMEOUT", "600"))
@@ -31,17 +32,62 @@ ATOL = 1e-4
 RTOL = 1e-3
 
 
+#: Below this |reference| the relative error is not measured (it says nothing there): ``atol``.
+REL_FLOOR = ATOL
+#: A quantized output passes within this many steps of its scale.
+MAX_STEPS = 1
+
+
 @dataclasses.dataclass(frozen=True)
 class OutputDiff:
+    """How one output of a converted model differs from the original's.
+
+    ``max_rel`` is measured only where |reference| > ``rel_floor`` (None when it is nowhere).  For an output
+    that a QuantizeLinear produces, or that is dequantized from one, ``max_steps`` is the largest difference in
+    steps of its quantization scale ``step`` (1 for the integer output of a QuantizeLinear): such an output
+    passes at ``max_steps`` <= 1 whatever the float tolerances say.
+    """
+
     name: str
     max_abs: float
-    max_rel: float
+    max_rel: float | None
     ok: bool
     note: str = ""
+    rel_floor: float | None = None
+    max_steps: float | None = None
+    step: float | None = None
 
     def as_dict(self) -> dict:
-        return {"output": self.name, "max_abs_error": self.max_abs, "max_rel_error": self.max_rel, "ok": self.ok,
-                **({"note": self.note} if self.note else {})}
+        result = {"output": self.name, "max_abs_error": self.max_abs, "max_rel_error": self.max_rel, "ok": self.ok}
+        if self.rel_floor is not None:
+            result["rel_error_where_abs_reference_above"] = self.rel_floor
+        if self.max_steps is not None:
+            result["max_step_error"] = self.max_steps
+            result["step"] = self.step
+        if self.note:
+            result["note"] = self.note
+        return result
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantizedOutput:
+    """An output in quantization steps: ``scale`` (per tensor, or per channel along ``axis``); ``integer`` for
+    the quantized integers themselves (the output of a QuantizeLinear), whose step is 1."""
+
+    scale: np.ndarray
+    axis: int = 1
+    integer: bool = False
+
+    def steps(self, ref: np.ndarray) -> np.ndarray:
+        """The step of each element of an output shaped like *ref*."""
+        if self.integer:
+            return np.ones((), np.float64)
+        scale = np.asarray(self.scale, np.float64)
+        if scale.size == 1 or ref.ndim == 0:
+            return scale.reshape(())
+        shape = [1] * ref.ndim
+        shape[self.axis % ref.ndim] = scale.size
+        return scale.reshape(shape)
 
 
 @dataclasses.dataclass
@@ -203,9 +249,16 @@ def run(path: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
 
 
 def compare(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray], *,
-            atol: float = ATOL, rtol: float = RTOL, int_atol: int = 0) -> list[OutputDiff]:
+            atol: float = ATOL, rtol: float = RTOL, int_atol: int = 0,
+            quantized: Mapping[str, QuantizedOutput] | None = None) -> list[OutputDiff]:
     """Every output of *reference* against *candidate*: floats within ``atol + rtol·|ref|``, integers
-    equal (or within *int_atol*, e.g. one quantization step of a compiled quantized partition)."""
+    equal (or within *int_atol*, e.g. one quantization step of a compiled quantized partition), and the
+    outputs in *quantized* (see :func:`quantized_outputs`) within :data:`MAX_STEPS` steps of their scale.
+
+    The relative error is measured only where |reference| > *atol* (:data:`REL_FLOOR` by default).
+    """
+    quantized = quantized or {}
+    floor = atol if atol > 0 else REL_FLOOR
     diffs = []
     for name, ref in reference.items():
         if name not in candidate:
@@ -220,14 +273,16 @@ def compare(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndar
         if ref.size == 0:
             diffs.append(OutputDiff(name, 0.0, 0.0, True))
             continue
-        if np.issubdtype(ref.dtype, np.floating):
+        q = quantized.get(name)
+        if q is not None and (np.issubdtype(ref.dtype, np.floating) or np.issubdtype(ref.dtype, np.integer)):
+            diffs.append(_compare_steps(name, ref, got, q, floor, int_atol))
+        elif np.issubdtype(ref.dtype, np.floating):
             r = ref.astype(np.float64)
             g = got.astype(np.float64)
             same_nan = np.isnan(r) & np.isnan(g)
             err = np.where(same_nan, 0.0, np.abs(g - r))
-            rel = err / np.maximum(np.abs(r), 1e-12)
             ok = bool(np.all(err <= atol + rtol * np.abs(np.nan_to_num(r))))
-            diffs.append(OutputDiff(name, float(np.nanmax(err)), float(np.nanmax(np.where(same_nan, 0, rel))), ok))
+            diffs.append(OutputDiff(name, float(np.nanmax(err)), _max_rel(err, r, floor), ok, rel_floor=floor))
         elif not (np.issubdtype(ref.dtype, np.number) or ref.dtype == np.bool_):  # strings: equal or not
             equal = bool(np.array_equal(ref, got))
             diffs.append(OutputDiff(name, 0.0 if equal else float("inf"), 0.0 if equal else float("inf"), equal))
@@ -240,6 +295,71 @@ def compare(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndar
     return diffs
 
 
+def _max_rel(err: np.ndarray, ref: np.ndarray, floor: float) -> float | None:
+    """The largest relative error where |ref| > *floor*; None when |ref| is at or below it everywhere."""
+    above = np.abs(np.nan_to_num(ref)) > floor
+    if not np.any(above):
+        return None
+    return float(np.nanmax(err[above] / np.abs(ref[above])))
+
+
+def _compare_steps(name: str, ref: np.ndarray, got: np.ndarray, q: QuantizedOutput, floor: float,
+                   int_atol: int) -> OutputDiff:
+    r = ref.astype(np.float64)
+    g = got.astype(np.float64)
+    err = np.abs(g - r)
+    step = q.steps(ref)
+    steps = float(np.max(err / step))
+    if not q.integer:
+        steps = float(np.round(steps, 3))  # (a dequantized value is a multiple of its scale up to float32 rounding)
+    allowed = max(MAX_STEPS, int_atol if q.integer else 0)
+    ok = bool(np.all(np.isfinite(err))) and steps <= allowed
+    first = 1.0 if q.integer else float(np.asarray(q.scale, np.float64).reshape(-1)[0])
+    per = " (per channel)" if not q.integer and np.asarray(q.scale).size > 1 else ""
+    what = "quantized integers" if q.integer else f"steps of the output scale {first:.3g}{per}"
+    note = f"compared in {what}: max {steps:g} step{'s' if steps != 1 else ''}, passes at <= {allowed}"
+    rel = _max_rel(err, r, floor) if not q.integer else None
+    return OutputDiff(name, float(np.max(err)), rel, ok, note, rel_floor=None if q.integer else floor,
+                      max_steps=steps, step=first)
+
+
+def quantized_outputs(path: str | os.PathLike) -> dict[str, QuantizedOutput]:
+    """The graph outputs of the model at *path* that a QuantizeLinear produces, or a DequantizeLinear (possibly
+    through ops that only move data) computes from quantized data, with their constant scales."""
+    import onnx
+    from onnx import numpy_helper
+
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception:
+        return {}
+    graph = proto.graph
+    producers = {o: n for n in graph.node for o in n.output if o}
+    inits = {t.name: t for t in graph.initializer}
+    moving = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity"}
+    result: dict[str, QuantizedOutput] = {}
+    for output in graph.output:
+        node = producers.get(output.name)
+        while node is not None and node.op_type in moving and node.domain in ("", "ai.onnx") and node.input:
+            if node.op_type == "Transpose":
+                node = None  # (a per-channel axis would move: not followed)
+                break
+            node = producers.get(node.input[0])
+        if node is None or node.domain not in ("", "ai.onnx") or node.op_type not in ("QuantizeLinear",
+                                                                                     "DequantizeLinear"):
+            continue
+        if len(node.input) < 2 or node.input[1] not in inits or inits[node.input[1]].data_location == 1:
+            continue
+        scale = numpy_helper.to_array(inits[node.input[1]]).astype(np.float64)
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+        if node.op_type == "QuantizeLinear":
+            if producers.get(output.name) is node:
+                result[output.name] = QuantizedOutput(scale, axis, integer=True)
+        elif scale.size == 1 or producers.get(output.name) is node:
+            result[output.name] = QuantizedOutput(scale, axis)
+    return result
+
+
 def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike], *, seed: int = 0,
            dims: Mapping[str, int] | None = None, shapes: Mapping[str, Sequence[int]] | None = None,
            atol: float = ATOL, rtol: float = RTOL, backends: Mapping[str, Any] | None = None) -> list[Verification]:
@@ -249,6 +369,7 @@ def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike],
     given tolerances and those its payloads declare (``rtol``/``atol`` metadata).
     """
     feeds, reference = _reference(original, seed, dims, shapes)
+    quantized = quantized_outputs(original)
     results = []
     for c in candidates:
         c_atol, c_rtol, c_int = atol, rtol, 0
@@ -257,7 +378,8 @@ def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike],
             c_atol, c_rtol, c_int = max(atol, declared[0]), max(rtol, declared[1]), int(declared[2])
         outputs = run(c, feeds, backends=backends)
         results.append(Verification(str(pathlib.Path(c)),
-                                    compare(reference, outputs, atol=c_atol, rtol=c_rtol, int_atol=c_int), seed))
+                                    compare(reference, outputs, atol=c_atol, rtol=c_rtol, int_atol=c_int,
+                                            quantized=quantized), seed))
     return results
 
 

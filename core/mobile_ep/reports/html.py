@@ -602,7 +602,7 @@ def _convert_tables(report: ConvertReport) -> str:
         for v in report.verification:
             for o in v.outputs:
                 rows.append(f"<tr><td>{_e(pathlib.Path(v.candidate).name)}</td><td>{_e(o.name)}</td>"
-                            f"<td class='num'>{o.max_abs:.2e}</td><td class='num'>{o.max_rel:.2e}</td>"
+                            f"<td class='num'>{o.max_abs:.2e}</td><td class='num'>{_rel_cell(o)}</td>"
                             f"<td>{'ok' if o.ok else '<b class=bad>MISMATCH</b>'}</td></tr>")
         parts.append("<h4>Verification (onnxruntime, same inputs)</h4><table class='grid'><thead><tr><th>model</th>"
                      "<th>output</th><th>max abs error</th><th>max rel error</th><th></th></tr></thead><tbody>"
@@ -681,3 +681,13 @@ def render_index(title: str, header: Sequence[str], rows: Sequence[tuple[str | N
             f"<style>{_asset('report.css')}</style></head><body><header><h1>{_e(title)}</h1></header>"
             f"<table class='grid summary'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
             "</body></html>\n")
+
+
+def _rel_cell(diff) -> str:
+    """The relative error of a verified output, where it is measured (and the steps of a quantized one)."""
+    rel = "not measured" if diff.max_rel is None else f"{diff.max_rel:.2e}"
+    if diff.rel_floor and diff.max_rel is not None:
+        rel += f" (|ref| &gt; {diff.rel_floor:.0e})"
+    if diff.max_steps is not None:
+        rel += f"; {diff.max_steps:g} step(s)"
+    return rel
