@@ -48,7 +48,7 @@ def section(text: str, heading: str) -> str:
 
 
 def test_there_are_hooks():
-    assert hook_names() == ["mobile_ep_register_backends"]
+    assert hook_names() == ["mobile_ep_quantization_config", "mobile_ep_register_backends"]
 
 
 @pytest.mark.parametrize("name", hook_names())

@@ -110,6 +110,7 @@ def main(ctx: click.Context, debug: bool, verbose: int, quiet: bool, strict: boo
       mobile-ep check model.onnx --ep nnapi --json     the same, as JSON
       mobile-ep convert model.onnx --ep nnapi -o out/  EP-aware .onnx + .ort + report.json
       mobile-ep convert --ep coreml                    convert the built-in sample CNN
+      mobile-ep quantize model.onnx --ep nnapi --random 8   a QDQ model for NNAPI (smoke test)
       mobile-ep check model.onnx --html report.html    the graph, coloured by where each node runs
       mobile-ep check models/ --jobs 4                 every model of a folder, one summary line each
       mobile-ep explain model.onnx n14 --ep nnapi      why that node is on the CPU, and what would help
@@ -518,6 +519,61 @@ def _convert_many(state: _State, arguments: Sequence[pathlib.Path], output: path
                            verify=verify, seed=seed, compile=compile_)
 
     _many(state, arguments, "convert", as_json, html_path, jobs, run, report.convert_text, batch.convert_row)
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=pathlib.Path))
+@click.option("--ep", "ep", required=True, metavar="NAME", help="The backend to quantize for (nnapi, or a plugin's).",
+              shell_complete=_complete_backends)
+@click.option("--calibration", type=click.Path(path_type=pathlib.Path), metavar="DIR",
+              help="Folder of calibration samples: one .npz per sample (an array per input name), or one .npy "
+                   "per sample for a one-input model.")
+@click.option("--random", "random_count", type=click.IntRange(min=1), metavar="N",
+              help="Calibrate on N random inputs instead: a smoke test, labelled as such in the report.")
+@click.option("-o", "--output", "output", type=click.Path(path_type=pathlib.Path), default=None,
+              help="The quantized model to write (default: <model>.<ep>.qdq.onnx beside MODEL).")
+@click.option("-O", "--option", "option_values", multiple=True, metavar="KEY=VALUE", help=_OPTION_HELP)
+@click.option("--shape", "shapes", multiple=True, metavar="NAME=D1,D2,...",
+              help="Shape of the random inputs for a dynamic input (repeatable).")
+@click.option("--dim", "dims", multiple=True, metavar="PARAM=VALUE", help="Fix every dim named PARAM (repeatable).")
+@click.option("--seed", default=0, show_default=True, help="Seed of the --random inputs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@click.pass_obj
+def quantize(state: _State, model: pathlib.Path, ep: str, calibration: pathlib.Path | None, random_count: int | None,
+             output: pathlib.Path | None, option_values: tuple[str, ...], shapes: tuple[str, ...],
+             dims: tuple[str, ...], seed: int, as_json: bool) -> None:
+    """Quantize float MODEL for backend EP: a QDQ model by onnxruntime.quantization (static, calibrated).
+
+    The backend declares what it can run quantized and onnxruntime.quantization does the rest: NNAPI
+    takes uint8 activations and int8 weights per tensor, per channel for Conv weights from API 29
+    (-O nnapi.api_level=29 or later).  Calibration data should look like what the app will feed: give a
+    folder of samples with --calibration; --random N only checks that the workflow runs.
+
+    \b
+    Prints (or with --json, writes as JSON):
+      the quantization the backend chose and the calibration used
+      the accuracy cost per output: max abs error and SQNR (dB) against the float model, on the samples
+      what the backend takes of the quantized model, as is and after mobile-ep convert
+
+    \b
+    Then the usual workflow:
+      mobile-ep quantize model.onnx --ep nnapi --calibration calib/ -o model.qdq.onnx
+      mobile-ep check model.qdq.onnx --ep nnapi
+      mobile-ep convert model.qdq.onnx --ep nnapi -o out/    (verified in quantization steps)
+    See docs/quantized.md.
+    """
+    import json
+
+    from mobile_ep.quantize import quantize as run_quantize
+
+    options = _options(state, ep, option_values, shapes, dims)
+    with _progress(state):
+        result = run_quantize(model, ep, output, calibration=calibration, random=random_count, seed=seed,
+                              options=options, plugins=state.plugins)
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    elif not state.quiet:
+        click.echo(result.text(), nl=False)
 
 
 @main.command()

@@ -13,14 +13,14 @@ subset of the parameters, by name.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 if TYPE_CHECKING:
-    from mobile_ep.contract.backend import RegisterBackend
+    from mobile_ep.contract.backend import Backend, RegisterBackend
 
-__all__ = ["PROJECT_NAME", "hookspec", "hookimpl", "mobile_ep_register_backends"]
+__all__ = ["PROJECT_NAME", "hookspec", "hookimpl", "mobile_ep_register_backends", "mobile_ep_quantization_config"]
 
 #: The pluggy project name, the marker name and the entry-point group: one name for all three.
 PROJECT_NAME = "mobile_ep"
@@ -42,4 +42,27 @@ def mobile_ep_register_backends(register: RegisterBackend) -> None:
         :class:`mobile_ep.PluginApiError`) for an invalid one.
 
     Called once per plugin manager, when the backends are first needed.  Return nothing.
+    """
+
+
+# --------------------------------------------------------------------------------------------------
+# mobile-ep quantize: how a backend wants its models quantized
+# --------------------------------------------------------------------------------------------------
+@hookspec(firstresult=True)
+def mobile_ep_quantization_config(backend: Backend, model_path: str, calibration_reader: Any) -> Any:
+    """How ``mobile-ep quantize`` should quantize a model for *backend*: the backend's constraints, as the
+    configuration of ``onnxruntime.quantization.quantize``.
+
+    :param backend: the backend the model is quantized for, configured with the user's options (e.g. the NNAPI
+        backend with ``api_level=29``).  Answer only for your own backend (check ``backend.name``); return
+        ``None`` otherwise.
+    :param model_path: the float model to quantize (already pre-processed: shapes inferred), to read op
+        types or weight names from; do not change the file.
+    :param calibration_reader: an ``onnxruntime.quantization.CalibrationDataReader`` over the calibration
+        samples; pass it on to the configuration you return.
+
+    Return an ``onnxruntime.quantization.StaticQuantConfig`` (QDQ format, the activation and weight types,
+    per-tensor or per-channel weights, ``extra_options`` such as ``TensorQuantOverrides``) - for example
+    what ``onnxruntime.quantization.execution_providers.qnn.get_qnn_qdq_config`` builds for QNN - or
+    ``None``.  Stops at the first non-``None`` result; with none, ``mobile-ep quantize`` refuses the backend.
     """

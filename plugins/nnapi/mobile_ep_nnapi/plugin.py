@@ -11,3 +11,13 @@ from .backend import NnapiBackend
 def mobile_ep_register_backends(register):
     """Register the NNAPI backend with its default options (Android API 31, as ORT host builds assume)."""
     register(NnapiBackend())
+
+
+@hookimpl
+def mobile_ep_quantization_config(backend, model_path, calibration_reader):
+    """uint8 activations, int8 weights, per tensor (per channel for Conv weights from feature level 3)."""
+    if not isinstance(backend, NnapiBackend):
+        return None
+    from .quantization import quantization_config
+
+    return quantization_config(backend, model_path, calibration_reader)
