@@ -182,7 +182,7 @@ def test_hostile_names_cannot_break_out_of_the_page(tmp_path, plugins):
     with nodegraph.recording():
         report = api.check(path, ["toy"], plugins=plugins)
     page = html.render(report)
-    assert page.count("</script>") == 2  # the data and the code, nothing else
+    assert page.count("</script>") == 3  # the data, the layout library and the code, nothing else
     assert "<script>alert" not in page
     data = re.search(r"<script id='mobile-ep-data' type='application/json'>(.*?)</script>", page, re.S).group(1)
     assert evil in json.loads(data)["graphs"]["asis"]["names"]

@@ -2,8 +2,9 @@
 
 Chromium (Debian's ``chromium`` package) is driven through the DevTools protocol over a pipe
 (``--remote-debugging-pipe``: no port is opened).  The page must load with no console error, no
-uncaught exception and no network request; a screenshot is saved (``MOBILE_EP_SCREENSHOTS=DIR`` keeps
-them); the number of nodes drawn in each panel must equal the model's.
+uncaught exception and no network request; screenshots are saved (``MOBILE_EP_SCREENSHOTS=DIR`` keeps
+them): the first screen (1600x1000) and the whole page; zoomed out to the whole graph ("fit"), the number of
+nodes drawn in each panel must equal the model's.
 
 ``tox -e browser`` installs Chromium with apt-get when it is missing and sets ``MOBILE_EP_REQUIRE_BROWSER=1``
 so that a missing browser fails there; elsewhere these tests are skipped without one.
@@ -137,11 +138,28 @@ class DevTools:
             self.log.close()
 
 
+#: What the first screen shows of each panel: where its canvas starts and how many of its pixels, within the
+#: window, are painted (not the canvas background), read back from the canvas itself.
+_FOLD = """JSON.stringify(mobileEp.panels.filter(function (p) { return !p.root.classList.contains('hidden'); })
+  .map(function (p) {
+    var r = p.canvas.getBoundingClientRect(), dpr = window.devicePixelRatio || 1;
+    var bottom = Math.min(r.bottom, window.innerHeight), h = Math.floor((bottom - r.top) * dpr);
+    var painted = 0;
+    if (h > 0) {
+      var px = p.ctx.getImageData(0, 0, p.canvas.width, h).data;
+      for (var i = 0; i < px.length; i += 4) if (px[i] !== 250 || px[i + 1] !== 250 || px[i + 2] !== 250) painted++;
+    }
+    return { top: r.top, visible: Math.max(0, bottom - r.top), painted: painted };
+  }))"""
+
+
 def open_report(report_path: pathlib.Path, screenshot: pathlib.Path, workdir: pathlib.Path, interact=None) -> dict:
     """Load *report_path* in headless Chromium; return the page's stats, its errors and network requests.
 
-    ``interact(evaluate, click)`` runs after the first render (``click(x, y)`` is a real mouse click); what
-    it returns is under ``"interaction"``.
+    ``"initial"``: each panel's stats as the page opens, ``"fold"`` what the first screen shows of it (and a
+    screenshot of that screen beside *screenshot*, ``-fold.png``); ``"stats"``: zoomed out to the whole graph
+    (the fit button).  ``interact(evaluate, click)`` runs after that (``click(x, y)`` is a real mouse click);
+    what it returns is under ``"interaction"``.
     """
     assert CHROMIUM is not None, "MOBILE_EP_REQUIRE_BROWSER=1 but no Chromium is installed"
     browser = DevTools(CHROMIUM, workdir / "profile", workdir / "chromium.log")
@@ -166,6 +184,11 @@ def open_report(report_path: pathlib.Path, screenshot: pathlib.Path, workdir: pa
             assert time.monotonic() < deadline, "the report never became ready"
             time.sleep(0.05)
         load_seconds = time.monotonic() - started
+        initial = json.loads(evaluate("JSON.stringify(window.mobileEp.stats())"))
+        fold = json.loads(evaluate(_FOLD))
+        shot = browser.call("Page.captureScreenshot", {"format": "png"}, session)
+        screenshot.with_name(screenshot.stem + "-fold.png").write_bytes(base64.b64decode(shot["data"]))
+        evaluate("window.mobileEp.fitAll()")
         stats = json.loads(evaluate("JSON.stringify(window.mobileEp.stats())"))
 
         def click(x: float, y: float) -> None:
@@ -196,8 +219,8 @@ def open_report(report_path: pathlib.Path, screenshot: pathlib.Path, workdir: pa
                 url = params["request"]["url"]
                 if not url.startswith(("file:", "data:", "about:")):
                     requests.append(url)
-        return {"stats": stats, "errors": errors, "requests": requests, "load_seconds": load_seconds,
-                "interaction": interaction}
+        return {"stats": stats, "initial": initial, "fold": fold, "errors": errors, "requests": requests,
+                "load_seconds": load_seconds, "interaction": interaction}
     finally:
         browser.close()
 
@@ -206,7 +229,9 @@ def _keep(screenshot: pathlib.Path) -> None:
     target = os.environ.get("MOBILE_EP_SCREENSHOTS")
     if target:
         pathlib.Path(target).mkdir(parents=True, exist_ok=True)
-        shutil.copy(screenshot, pathlib.Path(target) / screenshot.name)
+        for shot in (screenshot, screenshot.with_name(screenshot.stem + "-fold.png")):
+            if shot.exists():
+                shutil.copy(shot, pathlib.Path(target) / shot.name)
 
 
 def _png_size(path: pathlib.Path) -> tuple[int, int]:
@@ -301,3 +326,42 @@ def test_a_5000_node_model_stays_usable(tmp_path, plugins):
     assert stats["collapsed"] is True
     assert stats["drawn"] == stats["total"] == report.nodes
     assert result["load_seconds"] < 20
+
+
+@pytest.mark.skipif(not has_backend("nnapi"), reason="needs the NNAPI backend")
+def test_convert_report_shows_the_graph_above_the_fold(tmp_path):
+    """convert --html: the summary, then the graph (laid out by dagre, chains vertical) on the first screen of
+    a 1600x1000 window, then the tables, collapsed."""
+    model = LIGHT_DIR / "light_resnet50.onnx"
+    page = tmp_path / "resnet.html"
+    report = api.convert(model, "nnapi", tmp_path / "out", verify=False, html=page)
+
+    def interact(evaluate, click):
+        return json.loads(evaluate("""JSON.stringify((function () {
+            var p = mobileEp.panels[0], straight = 0, links = 0, outs = {}, ins = {}, e = p.edges;
+            for (var i = 0; i < e.length; i += 2) { outs[e[i]] = (outs[e[i]] || 0) + 1; ins[e[i + 1]] = (ins[e[i + 1]] || 0) + 1; }
+            for (i = 0; i < e.length; i += 2) {
+              if (outs[e[i]] === 1 && ins[e[i + 1]] === 1) { links++; if (Math.abs(p.px[e[i]] - p.px[e[i + 1]]) < 1) straight++; }
+            }
+            var top = function (sel) { return document.querySelector(sel).getBoundingClientRect().top + window.scrollY; };
+            return { links: links, straight: straight, summary: top('#summary'), graphs: top('#graphs'),
+                     tables: top('#tables'), open: document.querySelectorAll('#tables details[open]').length,
+                     closed: document.querySelectorAll('#tables details').length };
+        })())"""))
+
+    result = open_report(page, tmp_path / "resnet-convert.png", tmp_path, interact)
+    _keep(tmp_path / "resnet-convert.png")
+    assert result["errors"] == [] and result["requests"] == []
+    page_layout = result["interaction"]
+    assert page_layout["summary"] < page_layout["graphs"] < page_layout["tables"]
+    assert page_layout["open"] == 0 and page_layout["closed"] >= 3
+    # A chain (one edge out of a node, the only edge into the next) is drawn straight down.
+    assert page_layout["links"] > 50 and page_layout["straight"] >= 0.9 * page_layout["links"]
+    # The first screen: both panels start in its upper half and are painted over most of their visible part.
+    for panel, first in zip(result["fold"], result["initial"], strict=True):
+        assert panel["top"] < HEIGHT / 2 and panel["visible"] > HEIGHT / 3
+        assert panel["painted"] > 5000
+        assert first["layout"] == "dagre" and first["scale"] >= 0.3 and first["drawn"] > 10
+    stats = {s["view"]: s for s in result["stats"]}
+    assert stats["before"]["drawn"] == stats["before"]["total"] == report.before.nodes
+    assert stats["converted"]["drawn"] == stats["converted"]["total"] == report.check.nodes

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from mobile_ep import __version__
 
 if TYPE_CHECKING:
-    from mobile_ep.reports.model import BackendReport, CheckReport, ConvertReport
+    from mobile_ep.reports.model import BackendReport, Cause, CheckReport, ConvertReport
     from mobile_ep.reports.nodegraph import GraphSnapshot
 
 __all__ = [
@@ -504,18 +504,30 @@ def _node_link(name: str, graph: str) -> str:
     return f'<a href="#" class="node-link" data-graph="{_e(graph)}" data-node="{_e(name)}">{_e(name)}</a>'
 
 
+def _cause_text(report: BackendReport, cause: Cause) -> str:
+    ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in cause.ops.items())
+    if cause.kind == "dynamic":
+        fix = f": fix them with {report.shape_fix}" if report.shape_fix else ": fix them with --shape or --dim"
+        return f"dynamic shapes ({ops}){fix}"
+    if cause.kind == "no_rule":
+        return f"{report.backend} has no rule for {ops}"
+    return f"{ops}: {cause.text}"
+
+
 def _cpu_table(report: BackendReport, graph: str) -> str:
+    """The nodes left on CPU, one row per cause (each node's own reason is in the graph's details)."""
+    from mobile_ep.reports.model import causes
+
     if not report.unsupported:
         return '<p class="dim">Every node runs on the accelerator.</p>'
-    groups: dict[str, list[str]] = {}
-    for item in report.unsupported:
-        groups.setdefault(item.reason, []).append(item.node)
     rows = []
-    for reason, names in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:_MAX_ROWS]:
+    for cause in causes(report)[:_MAX_ROWS]:
+        names = cause.nodes
         shown = ", ".join(_node_link(n, graph) for n in names[:8])
         more = f" … (+{len(names) - 8})" if len(names) > 8 else ""
-        rows.append(f"<tr><td class='num'>{len(names)}</td><td>{_e(reason)}</td><td>{shown}{more}</td></tr>")
-    return ("<table class='grid'><thead><tr><th>nodes</th><th>reason</th><th>which</th></tr></thead><tbody>"
+        rows.append(f"<tr><td class='num'>{len(names)}</td><td>{_e(_cause_text(report, cause))}</td>"
+                    f"<td>{shown}{more}</td></tr>")
+    return ("<table class='grid'><thead><tr><th>nodes</th><th>cause</th><th>which</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>")
 
 
@@ -542,7 +554,8 @@ def _options(report: BackendReport) -> str:
     return " ".join(f"{k}={v}" for k, v in report.options.items())
 
 
-def _check_tables(report: CheckReport) -> str:
+def _check_tables(report: CheckReport) -> tuple[str, str]:
+    """The summary (above the graph) and the tables (below it, collapsed)."""
     rows = []
     for name, b in report.backends.items():
         after = report.after_convert.get(name)
@@ -558,31 +571,37 @@ def _check_tables(report: CheckReport) -> str:
              "<th>verdict</th><th>claimed</th><th>partitions</th><th>verdict</th><th>rewrites</th></tr></thead>"
              "<tbody>" + "".join(rows) + "</tbody></table>")
     extra = []
-    if report.combined is not None:
-        placement = ", ".join(f"{k}: {v}" for k, v in report.combined.placement.items())
-        extra.append(f"<p>All together, in priority order {_e(' > '.join(report.combined.order))}: "
-                     f"{_e(placement)} nodes.</p>")
     if report.shape_changes:
         fixed = ", ".join(f"{k} {old} → {new}" for k, (old, new) in report.shape_changes.items())
-        extra.append(f"<p>Shapes fixed for the after-convert view: {_e(fixed)}</p>")
+        extra.append(f"<p class='line'>Shapes fixed for the after-convert view: {_e(fixed)}</p>")
+    if report.combined is not None and len(report.backends) > 1:
+        placement = ", ".join(f"{k}: {v}" for k, v in report.combined.placement.items())
+        extra.append(f"<p class='line'>All together, in priority order {_e(' > '.join(report.combined.order))}: "
+                     f"{_e(placement)} nodes.</p>")
+    hints = [h for b in report.backends.values() for h in b.suggestions]
+    if hints:
+        extra.append(f"<p class='line hints'>{_e(hints[0])}"
+                     + (f" <span class='dim'>(+{len(hints) - 1} more hints below)</span>" if len(hints) > 1 else "")
+                     + "</p>")
     details = []
     for name, b in report.backends.items():
         after = report.after_convert.get(name)
-        hints = "".join(f"<li>{_e(h)}</li>" for h in b.suggestions)
+        hints_html = "".join(f"<li>{_e(h)}</li>" for h in b.suggestions)
         details.append(
-            f"<details class='backend' {'open' if len(report.backends) == 1 else ''}><summary>{_e(name)}: "
+            f"<details class='backend'><summary>{_e(name)}: "
             f"{len(b.unsupported)} node{'s' if len(b.unsupported) != 1 else ''} left on CPU as is"
             + (f", {len(after.unsupported)} after convert; {len(after.rewrites)} rewrites" if after else "")
             + "</summary>"
-            + (f"<ul class='hints'>{hints}</ul>" if hints else "")
+            + (f"<ul class='hints'>{hints_html}</ul>" if hints_html else "")
             + "<h4>Left on CPU, as is</h4>" + _cpu_table(b, "asis")
             + ((f"<h4>Rewrites applied by convert</h4>{_rewrite_table(after.rewrites, name, 'asis')}"
                 f"<h4>Left on CPU after convert</h4>{_cpu_table(after, 'after:' + name)}") if after else "")
             + "</details>")
-    return table + "".join(extra) + "".join(details)
+    return table + "".join(extra), "".join(details)
 
 
-def _convert_tables(report: ConvertReport) -> str:
+def _convert_tables(report: ConvertReport) -> tuple[str, str]:
+    """The summary (above the graph) and the tables (below it, collapsed)."""
     c = report.check
     b = report.before
     before_cells = (f"<td>{_share(b.supported_nodes, b.nodes)}</td><td class='num'>{len(b.partitions)}</td>"
@@ -594,9 +613,21 @@ def _convert_tables(report: ConvertReport) -> str:
              f"<span class='dim'>{_e(c.version)}</span><div class='opts'>{_e(_options(c))}</div></th>{before_cells}"
              f"<td>{_share(c.supported_nodes, c.nodes)}</td><td class='num'>{len(c.partitions)}</td>"
              f"<td>{_verdict(c.verdict)}</td><td class='num'>{len(c.rewrites)}</td></tr></tbody></table>")
-    parts = [table]
+    summary = [table]
+    if report.verification:
+        ok = all(v.ok for v in report.verification)
+        summary.append(f"<p class='line'>Verification: {len(report.verification)} model"
+                       f"{'s' if len(report.verification) != 1 else ''} run with onnxruntime on the same inputs: "
+                       + ("every output matches the original." if ok else "<b class=bad>an output differs</b>.")
+                       + "</p>")
+    else:
+        summary.append("<p class='line dim'>Verification skipped (--no-verify).</p>")
+    hints = [h for h in c.suggestions]
+    if hints:
+        summary.append(f"<p class='line hints'>{_e(hints[0])}</p>")
+    parts = []
     outputs = "".join(f"<li><code>{_e(kind)}</code> {_e(path)}</li>" for kind, path in report.outputs.items())
-    parts.append(f"<h4>Written</h4><ul>{outputs}</ul>")
+    parts.append(f"<details><summary>Written: {len(report.outputs)} files</summary><ul>{outputs}</ul></details>")
     if report.verification:
         rows = []
         for v in report.verification:
@@ -604,22 +635,23 @@ def _convert_tables(report: ConvertReport) -> str:
                 rows.append(f"<tr><td>{_e(pathlib.Path(v.candidate).name)}</td><td>{_e(o.name)}</td>"
                             f"<td class='num'>{o.max_abs:.2e}</td><td class='num'>{_rel_cell(o)}</td>"
                             f"<td>{'ok' if o.ok else '<b class=bad>MISMATCH</b>'}</td></tr>")
-        parts.append("<h4>Verification (onnxruntime, same inputs)</h4><table class='grid'><thead><tr><th>model</th>"
-                     "<th>output</th><th>max abs error</th><th>max rel error</th><th></th></tr></thead><tbody>"
-                     + "".join(rows) + "</tbody></table>")
-    else:
-        parts.append("<p class='dim'>Verification skipped (--no-verify).</p>")
+        parts.append("<details><summary>Verification (onnxruntime, same inputs)</summary><table class='grid'><thead>"
+                     "<tr><th>model</th><th>output</th><th>max abs error</th><th>max rel error</th><th></th></tr>"
+                     "</thead><tbody>" + "".join(rows) + "</tbody></table></details>")
     if report.cpu_fusion is not None:
         f = report.cpu_fusion
         parts.append(f"<p>CPU-side fusion: {f.nodes_before} → {f.nodes_after} nodes outside the partitions.</p>")
-    hints = "".join(f"<li>{_e(h)}</li>" for h in c.suggestions)
-    if hints:
-        parts.append(f"<ul class='hints'>{hints}</ul>")
-    parts.append(f"<h4>Rewrites applied</h4>{_rewrite_table(c.rewrites, c.backend, 'before')}")
+    hints_html = "".join(f"<li>{_e(h)}</li>" for h in c.suggestions)
+    if hints_html:
+        parts.append(f"<ul class='hints'>{hints_html}</ul>")
+    parts.append(f"<details><summary>Rewrites applied: {len(c.rewrites)}</summary>"
+                 f"{_rewrite_table(c.rewrites, c.backend, 'before')}</details>")
     if b is not None:
-        parts.append(f"<h4>Left on CPU before mobile-ep</h4>{_cpu_table(b, 'before')}")
-    parts.append(f"<h4>Left on CPU in the converted model</h4>{_cpu_table(c, 'converted')}")
-    return "".join(parts)
+        parts.append(f"<details><summary>Left on CPU before mobile-ep: {len(b.unsupported)} nodes</summary>"
+                     f"{_cpu_table(b, 'before')}</details>")
+    parts.append(f"<details><summary>Left on CPU in the converted model: {len(c.unsupported)} nodes</summary>"
+                 f"{_cpu_table(c, 'converted')}</details>")
+    return "".join(summary), "".join(parts)
 
 
 def render(report: CheckReport | ConvertReport, *, title: str | None = None) -> str:
@@ -631,7 +663,7 @@ def render(report: CheckReport | ConvertReport, *, title: str | None = None) -> 
     is_check = isinstance(report, CheckReport)
     title = title or f"{model_name} — mobile-ep {'check' if is_check else 'convert'}"
     nodes = report.nodes if is_check else (report.before.nodes if report.before is not None else report.check.nodes)
-    tables = _check_tables(report) if is_check else _convert_tables(report)  # type: ignore[arg-type]
+    summary, tables = _check_tables(report) if is_check else _convert_tables(report)  # type: ignore[arg-type]
     when = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M")
     header = (f"<header><h1>{_e(model_name)}</h1><p class='dim'>{_e(report.model)} · {nodes} nodes as an ORT "
               f"session sees them after basic optimization · mobile-ep {_e(__version__)} "
@@ -642,7 +674,7 @@ def render(report: CheckReport | ConvertReport, *, title: str | None = None) -> 
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{_e(title)}</title><style>{_asset('report.css')}</style></head>"
         f"<body data-kind='{'check' if is_check else 'convert'}'>{header}"
-        f"<section id='summary'>{tables}</section>"
+        f"<section id='summary'>{summary}</section>"
         "<section id='graphs'><div class='toolbar'>"
         "<label>find <input id='search' type='search' placeholder='node name or op' size='24'></label>"
         "<span id='search-status' class='dim'></span>"
@@ -650,8 +682,9 @@ def render(report: CheckReport | ConvertReport, *, title: str | None = None) -> 
         "<span class='help dim'>drag to pan · wheel to zoom · double-click to fit · click a node for details</span>"
         "</div><div id='panels'></div><aside id='details' class='dim'>Click a node to see its op, shapes and "
         "where it runs.</aside></section>"
+        f"<section id='tables'><h2>Details</h2>{tables}</section>"
         f"<script id='mobile-ep-data' type='application/json'>{_json_for_script(data)}</script>"
-        f"<script>{_asset('report.js')}</script></body></html>\n"
+        f"<script>{_asset('dagre.min.js')}</script><script>{_asset('report.js')}</script></body></html>\n"
     )
 
 

@@ -198,14 +198,15 @@ def _verification_lines(report: ConvertReport, out: _Out) -> list[str]:
                               f"(max abs error {worst_abs:.2e})", "  "))
         for o in v.outputs:
             flag = "ok" if o.ok else "MISMATCH"
-            rel = getattr(o, "max_rel", None)
-            floor = getattr(o, "rel_floor", None)
+            rel, floor, steps = o.max_rel, getattr(o, "rel_floor", None), getattr(o, "max_steps", None)
             if rel is None:
-                rel_text = "relative error not measured (the reference is near zero everywhere)"
+                rel_text = "relative error not measured (|reference| is below the floor everywhere)"
             elif floor:
                 rel_text = f"max rel {rel:.2e} where |reference| > {floor:.0e}"
             else:
                 rel_text = f"max rel {rel:.2e}"
+            if steps is not None:
+                rel_text += f", {steps:g} quantization step(s)"
             note = f" ({o.note})" if o.note else ""
             lines.extend(out.wrap(f"{o.name}: {flag}, max abs {o.max_abs:.2e}, {rel_text}{note}", "    "))
     return lines

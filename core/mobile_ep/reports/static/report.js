@@ -1,8 +1,10 @@
 /* mobile-ep HTML report: draws the partitioned graph on canvases.  Inline in the page; no network.
  *
- * The data (graphs, their layered layouts computed by mobile_ep.html, views = placements of a graph's
- * nodes by one backend or all of them) is in <script id="mobile-ep-data">.  The layers of a layout are
- * wrapped into columns to fit each panel.  window.mobileEp.stats() reports what was drawn (for tests).
+ * The data (graphs, views = placements of a graph's nodes by one backend or all of them) is in
+ * <script id="mobile-ep-data">.  Graphs are laid out with dagre (inlined before this script: a layered
+ * layout that keeps chains vertical, edges routed around nodes), top to bottom; a graph of more than
+ * DAGRE_MAX drawn items uses the layered layout computed by mobile_ep.reports.html instead, its layers
+ * wrapped into columns to fit the panel.  window.mobileEp.stats() reports what was drawn (for tests).
  */
 (function () {
   "use strict";
@@ -19,6 +21,34 @@
   var BASE_HUE = { nnapi: 140, coreml: 214, example: 280 };
   var HUE_STEPS = [0, 26, -20, 46, -38, 12, -8, 34];
   var LIGHT_STEPS = [0, -7, 6, -12, 10];
+
+  var DAGRE = typeof dagre !== "undefined" ? dagre : null, DAGRE_MAX = 2500, dagreCache = {};
+
+  /* Positions (node centres) and edge routes of *items* by dagre, cached per graph and collapse state. */
+  function dagreLayout(key, items, edges, nNodes, nItems, chainOf) {
+    if (dagreCache[key]) return dagreCache[key];
+    var g = new DAGRE.graphlib.Graph();
+    g.setGraph({ rankdir: "TB", nodesep: 26, ranksep: 30, edgesep: 10, marginx: MARGIN, marginy: MARGIN });
+    g.setDefaultEdgeLabel(function () { return {}; });
+    var i, it;
+    for (i = 0; i < items.length; i++) {
+      it = items[i];
+      var stack = chainOf && chainOf[it] ? 6 : 0;
+      g.setNode(String(it), it < nNodes ? { width: NODE_W + stack, height: NODE_H + stack } : { width: IO_W, height: IO_H });
+    }
+    for (i = 0; i < edges.length; i += 2) g.setEdge(String(edges[i]), String(edges[i + 1]));
+    DAGRE.layout(g);
+    var px = new Float64Array(nItems).fill(NaN), py = new Float64Array(nItems).fill(NaN), routes = new Map();
+    for (i = 0; i < items.length; i++) {
+      var n = g.node(String(items[i]));
+      px[items[i]] = n.x; py[items[i]] = n.y;
+    }
+    for (i = 0; i < edges.length; i += 2) {
+      var e = g.edge(String(edges[i]), String(edges[i + 1]));
+      if (e && e.points && e.points.length > 2) routes.set(edges[i] * nItems + edges[i + 1], e.points);
+    }
+    return (dagreCache[key] = { px: px, py: py, routes: routes });
+  }
 
   var viewsById = {};
   DATA.views.forEach(function (v) { viewsById[v.id] = v; });
@@ -150,7 +180,8 @@
     return { w: Math.max(50, r.width), h: Math.max(50, r.height) };
   };
 
-  /* Positions of the drawn items: the layout's layers wrapped into columns that best fit the panel. */
+  /* Positions of the drawn items: dagre's layout, or (large graphs) the precomputed layers wrapped into
+   * columns that best fit the panel. */
   Panel.prototype.rebuild = function (refit) {
     var g = this.g, lay = g.layout, nItems = g._items, nNodes = g.names.length;
     var items, layer, xs, chainOf = null;
@@ -169,6 +200,27 @@
       for (i = 0; i < nItems; i++) items[i] = i;
       layer = lay.layer; xs = lay.x;
     }
+    // Edges between drawn items (chain members map to their chain's box).
+    var e = lay.edges, seen = new Set(), edges = [];
+    for (i = 0; i < e.length; i += 2) {
+      var ea = rep[e[i]], eb = rep[e[i + 1]];
+      if (ea === eb) continue;
+      var ekey = ea * nItems + eb;
+      if (seen.has(ekey)) continue;
+      seen.add(ekey);
+      edges.push(ea, eb);
+    }
+    this.items = items; this.rep = rep; this.chainOf = chainOf; this.edges = edges; this.nNodes = nNodes;
+    if (DAGRE && items.length <= DAGRE_MAX) {
+      var laid = dagreLayout(this.gid + (chainOf ? ":collapsed" : ""), items, edges, nNodes, nItems, chainOf);
+      this.px = laid.px; this.py = laid.py; this.routes = laid.routes;
+      this.col = new Int32Array(nItems);
+      this.layoutName = "dagre";
+      this.finishLayout(refit);
+      return;
+    }
+    this.routes = null;
+    this.layoutName = "columns";
     var nLayers = 0;
     for (i = 0; i < items.length; i++) nLayers = Math.max(nLayers, layer[i] + 1);
     var lmin = new Float64Array(nLayers).fill(Infinity), lmax = new Float64Array(nLayers).fill(-Infinity);
@@ -211,30 +263,26 @@
     }
     var px = new Float64Array(nItems).fill(NaN), py = new Float64Array(nItems).fill(NaN);
     var col = new Int32Array(nItems).fill(-1);
-    var minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
     for (i = 0; i < items.length; i++) {
       var it = items[i], li = layer[i], ci = Math.floor(li / per2);
       px[it] = colOff[ci] + (xs[i] - colMin[ci]) * SLOT + NODE_W / 2;
       py[it] = MARGIN + (li - ci * per2) * ROW + NODE_H / 2;
       col[it] = ci;
-      minX = Math.min(minX, px[it] - NODE_W / 2); maxX = Math.max(maxX, px[it] + NODE_W / 2);
-      minY = Math.min(minY, py[it] - NODE_H / 2); maxY = Math.max(maxY, py[it] + NODE_H / 2);
     }
-    // Edges between drawn items (chain members map to their chain's box).
-    var e = lay.edges, seen = new Set(), edges = [];
-    for (i = 0; i < e.length; i += 2) {
-      var a = rep[e[i]], b = rep[e[i + 1]];
-      if (a === b) continue;
-      var key = a * nItems + b;
-      if (seen.has(key)) continue;
-      seen.add(key);
-      edges.push(a, b);
+    this.px = px; this.py = py; this.col = col;
+    this.finishLayout(refit);
+  };
+
+  Panel.prototype.finishLayout = function (refit) {
+    var minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
+    for (var i = 0; i < this.items.length; i++) {
+      var it = this.items[i], x = this.px[it], y = this.py[it];
+      minX = Math.min(minX, x - NODE_W / 2); maxX = Math.max(maxX, x + NODE_W / 2);
+      minY = Math.min(minY, y - NODE_H / 2); maxY = Math.max(maxY, y + NODE_H / 2);
     }
-    this.items = items; this.px = px; this.py = py; this.col = col; this.rep = rep; this.chainOf = chainOf;
-    this.edges = edges; this.nNodes = nNodes;
     this.bbox = { x0: minX - MARGIN, y0: minY - MARGIN, x1: maxX + MARGIN, y1: maxY + MARGIN };
     this.buildGrid();
-    if (refit) this.fit();
+    if (refit) this.fitStart();
     this.draw();
   };
 
@@ -261,6 +309,17 @@
       }
     }
     return -1;
+  };
+
+  /* The first view: the whole graph when it is legible so, else its top (the inputs) as wide as the panel
+   * allows, from where the graph is read downwards. */
+  Panel.prototype.fitStart = function () {
+    this.fit();
+    if (this.layoutName !== "dagre" || NODE_H * this.s >= 12) return;
+    var size = this.size(), b = this.bbox, width = b.x1 - b.x0;
+    this.s = Math.max(this.s, Math.min(0.6, Math.max(0.3, size.w / width)));
+    this.tx = width * this.s <= size.w ? (size.w - width * this.s) / 2 - b.x0 * this.s : -b.x0 * this.s;
+    this.ty = -b.y0 * this.s;
   };
 
   Panel.prototype.fit = function () {
@@ -294,6 +353,15 @@
   };
 
   Panel.prototype.edgePath = function (path, a, b) {
+    var route = this.routes && this.routes.get(a * this.g._items + b);
+    if (route) {  // dagre's route around the nodes in between: a smooth curve through its bends
+      path.moveTo(route[0].x, route[0].y);
+      for (var k = 1; k < route.length - 1; k++) {
+        path.quadraticCurveTo(route[k].x, route[k].y, (route[k].x + route[k + 1].x) / 2, (route[k].y + route[k + 1].y) / 2);
+      }
+      path.lineTo(route[route.length - 1].x, route[route.length - 1].y);
+      return;
+    }
     var ax = this.px[a], ay = this.py[a] + (a < this.nNodes ? NODE_H : IO_H) / 2;
     var bx = this.px[b], by = this.py[b] - (b < this.nNodes ? NODE_H : IO_H) / 2;
     var dy = Math.max(24, Math.min(80, Math.abs(by - ay) / 2));
@@ -742,9 +810,14 @@
     panels: panels,
     errors: errors,
     select: selectByName,
+    /* Every visible panel zoomed out to its whole graph (as the fit button does), drawn now. */
+    fitAll: function () {
+      panels.forEach(function (p) { if (!p.root.classList.contains("hidden")) { p.fit(); p.drawNow(); } });
+    },
     stats: function () {
       return panels.filter(function (p) { return !p.root.classList.contains("hidden"); }).map(function (p) {
         return { view: p.view.id, graph: p.gid, drawn: p.drawn, total: p.nNodes, collapsed: p.collapsed,
+                 layout: p.layoutName, scale: p.s,
                  partitions: p.view.parts.length, cpu: p.view.place.filter(function (x) { return x < 0; }).length };
       });
     }
