@@ -11,7 +11,8 @@ Random weights, small sizes (the tests convert and verify each in seconds).  Eac
 - :func:`vad`: a VAD model: reflect ``Pad``, 1-D Convs, an ``If`` on the int64 sample rate, an LSTM cell;
 - :func:`dbnet_head`: a DBNet-style detection head with ``ConvTranspose`` kernel = stride = 2;
 - :func:`svtr_rec`: an SVTR-style recognizer whose attention splits QKV as a rank-5 ``[B,T,3,H,D]`` tensor;
-- :func:`squeezenet`: SqueezeNet 1.1 (fire modules, ``MaxPool`` with ``ceil_mode=1``).
+- :func:`squeezenet`: SqueezeNet 1.1 (fire modules, ``MaxPool`` with ``ceil_mode=1``);
+- :func:`shufflenet`: ShuffleNetV2 units (Split, Concat, the rank-5 channel shuffle).
 """
 
 from __future__ import annotations
@@ -321,6 +322,25 @@ def squeezenet(size: int = 63, width: int = 8, classes: int = 10) -> onnx.ModelP
     return g.model([_f("data", [1, 3, size, size])], [_out("probs")], opset=13)
 
 
+def shufflenet(size: int = 16, channels: int = 16, units: int = 2) -> onnx.ModelProto:
+    """ShuffleNetV2 units: Split in halves, one half through 1x1 / depthwise 3x3 / 1x1 convs, Concat, then
+    the channel shuffle as torchvision exports it (Reshape to rank 5, Transpose, Reshape back)."""
+    g = Graph(12)
+    x = g.op("Relu", g.conv("x", 3, channels, 3, pad=1))
+    half = channels // 2
+    for _ in range(units):
+        a, b = g.op("Split", x, g.ints(half, half), axis=1, outputs=2)
+        b = g.op("Relu", g.conv(b, half, half, 1))
+        b = g.conv(b, half, half, 3, pad=1, group=half)
+        b = g.op("Relu", g.conv(b, half, half, 1))
+        x = g.op("Concat", a, b, axis=1)
+        x = g.op("Reshape", x, g.ints(1, 2, half, size, size))
+        x = g.op("Transpose", x, perm=[0, 2, 1, 3, 4])
+        x = g.op("Reshape", x, g.ints(1, channels, size, size))
+    g.nodes.append(helper.make_node("GlobalAveragePool", [x], ["pooled"], name="pool"))
+    return g.model([_f("x", [1, 3, size, size])], [_out("pooled")], opset=13)
+
+
 #: Every builder, by name.
 MODELS = {f.__name__: f for f in (bert, vit, whisper_encoder, lstm_speech, gru_speech, vad, dbnet_head, svtr_rec,
-                                   squeezenet)}
+                                   squeezenet, shufflenet)}

@@ -52,6 +52,7 @@ import pathlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import onnx_ir as ir
 
 from mobile_ep import model_io as mir
@@ -288,6 +289,12 @@ def _binary_attributes_allowed() -> Iterator[None]:
 
 def save_compiled(model: ir.Model, path: str | os.PathLike) -> pathlib.Path:
     """Save a compiled-partition model atomically (IR version set as for every model mobile-ep writes)."""
+    # Weights still memory-mapped from the work files are copied in first: the compiler may hold views of
+    # them, and the save's read-and-release of an external tensor fails on a mapping with views (BufferError).
+    for graph in model.graphs():
+        for value in graph.initializers.values():
+            if isinstance(value.const_value, ir.ExternalTensor):
+                value.const_value = ir.Tensor(np.array(value.const_value.numpy()), name=value.name)
     with _binary_attributes_allowed():
         return mir.save(model, path)
 

@@ -70,11 +70,19 @@ def coremltools() -> Any:
     return _CT
 
 
+#: Type names and keywords of MIL that coremltools renames when a variable or feature takes them.
+_MIL_RESERVED = frozenset({"any", "bool", "program", "func", "tensor", "list", "dict", "tuple", "true", "false",
+                           "string", "bf16", "fp16", "fp32", "fp64", "int8", "int16", "int32", "int64", "uint8",
+                           "uint16", "uint32", "uint64", "state"})
+
+
 def feature_name(name: str, taken: set[str]) -> str:
     """A Core ML feature / MIL variable name for an ONNX value name: an identifier, unique in *taken*."""
     base = re.sub(r"[^A-Za-z0-9_]", "_", name) or "value"
-    if not re.match(r"[A-Za-z_]", base):
+    if not re.match(r"[A-Za-z]", base):  # (coremltools renames names starting with "_" too)
         base = "v_" + base
+    if base in _MIL_RESERVED:  # names coremltools' sanitizer would rename
+        base += "_"
     candidate, index = base, 1
     while candidate in taken:
         candidate = f"{base}_{index}"

@@ -617,8 +617,17 @@ def _concat(op: OpCall) -> np.ndarray:
     values = [np.asarray(v) for v in op.list("values")]
     axis = op.int("axis")
     if op.bool("interleave"):
-        raise op.fail("interleave=True is not emulated")
+        return _interleave(values, _axis(axis, values[0].ndim))
     return np.concatenate(values, axis=_axis(axis, values[0].ndim))
+
+
+def _interleave(values: list[np.ndarray], axis: int) -> np.ndarray:
+    """Concat with interleave=True (inputs of one shape): slice i of every input in turn along *axis*."""
+    if len({v.shape for v in values}) != 1:
+        raise CompileError("coreml emulator: interleaved concat of inputs with different shapes")
+    shape = list(values[0].shape)
+    shape[axis] *= len(values)
+    return np.stack(values, axis=axis + 1).reshape(shape)
 
 
 @kernel("reshape")

@@ -416,9 +416,14 @@ def _concat(p: Any, xs: list[np.ndarray]) -> np.ndarray:
 
 @layer("concatND")
 def _concat_nd(p: Any, xs: list[np.ndarray]) -> np.ndarray:
-    if p.interleave:
-        raise CompileError("coreml emulator: interleaved concatND is not emulated")
-    return np.concatenate(xs, axis=int(p.axis))
+    axis = _axis(int(p.axis), xs[0].ndim)
+    if p.interleave:  # slice i of every input in turn (inputs of one shape)
+        if len({x.shape for x in xs}) != 1:
+            raise CompileError("coreml emulator: interleaved concatND of inputs with different shapes")
+        shape = list(xs[0].shape)
+        shape[axis] *= len(xs)
+        return np.stack(xs, axis=axis + 1).reshape(shape)
+    return np.concatenate(xs, axis=axis)
 
 
 @layer("splitND")

@@ -1,0 +1,110 @@
+"""Transformers, speech and OCR models (tests/modern_models.py) after ``convert``: on NNAPI each lands in at most
+two partitions holding at least 97% of its nodes and verifies; on Core ML ``convert --compile`` verifies; every
+model written loads in onnxruntime at every optimization level.
+
+Partitions are counted without the cost model (``cost_model=False``): these models are small enough that it
+would judge their partitions not worth the copies, which is not what is measured here.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import modern_models
+import onnx
+import onnxruntime as ort
+import pytest
+
+import mobile_ep
+from mepkit import has_backend
+from mobile_ep.passes.fuse_cpu import fuse_cpu_nodes
+
+LEVELS = [ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+          ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, ort.GraphOptimizationLevel.ORT_ENABLE_ALL]
+
+
+def loads_at_every_level(path: pathlib.Path) -> None:
+    for level in LEVELS:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = level
+        options.log_severity_level = 3
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def _convert(tmp_path: pathlib.Path, name: str, ep: str, **kwargs) -> tuple[dict, pathlib.Path]:
+    source = tmp_path / f"{name}.onnx"
+    onnx.save(modern_models.MODELS[name](), source)
+    out = tmp_path / ep
+    mobile_ep.convert(source, ep, out, cost_model=False, **kwargs)
+    return json.loads((out / "report.json").read_text()), out
+
+
+@pytest.mark.skipif(not has_backend("nnapi"), reason="the NNAPI plugin is not installed")
+@pytest.mark.parametrize("name", sorted(modern_models.MODELS))
+def test_nnapi_takes_each_model_in_at_most_two_partitions(tmp_path, name):
+    report, out = _convert(tmp_path, name, "nnapi")
+    partitioning = report["partitioning"]
+    assert len(partitioning["partitions"]) <= 2, partitioning["unsupported"]
+    assert partitioning["supported_nodes"] >= 0.97 * partitioning["nodes"], partitioning["unsupported"]
+    assert report["verification"] and all(v["ok"] for v in report["verification"])
+    for written in out.glob("*.onnx"):
+        loads_at_every_level(written)
+
+
+@pytest.mark.skipif(not has_backend("coreml"), reason="the Core ML plugin is not installed")
+@pytest.mark.parametrize("name", sorted(modern_models.MODELS))
+def test_coreml_converts_and_compiles_each_model(tmp_path, name):
+    report, out = _convert(tmp_path, name, "coreml", compile=True)
+    verified = {pathlib.Path(v["model"]).name: v["ok"] for v in report["verification"]}
+    assert verified == {f"{name}.coreml.onnx": True, f"{name}.coreml.ort": True,
+                        f"{name}.coreml.compiled.onnx": True}, report["verification"]
+    compiled = report["compiled"]
+    assert compiled["failures"] == [] and compiled["compiled_nodes"] >= 0.97 * compiled["nodes"], compiled
+    for written in out.glob("*.onnx"):
+        if "compiled" not in written.name:  # (EPContext nodes need the Core ML EP)
+            loads_at_every_level(written)
+
+
+def test_cpu_fusion_leaves_no_name_a_new_session_makes_again(tmp_path):
+    """onnxruntime's MatMul+Add fusion names its reshape shapes ``gemm_input_shape``; a session on the written
+    model runs the same fusion on the kept nodes and must not find those names taken."""
+    source = tmp_path / "bert.onnx"
+    onnx.save(modern_models.bert(), source)
+    names = [n.name for n in onnx.load(source).graph.node]
+    fused = tmp_path / "fused.onnx"
+    assert fuse_cpu_nodes(source, set(names[len(names) // 2:]), fused, tmp_path) is not None
+    initializers = {t.name for t in onnx.load(fused).graph.initializer}
+    assert "cpu_fused/gemm_input_shape" in initializers and "gemm_input_shape" not in initializers
+    loads_at_every_level(fused)
+    again = tmp_path / "again.onnx"  # fusing a fused model again: the names stay unique
+    kept = {n.name for n in onnx.load(fused).graph.node if n.name in names[len(names) // 2:][10:]}
+    if fuse_cpu_nodes(fused, kept, again, tmp_path) is not None:
+        loads_at_every_level(again)
+
+
+def test_external_data_model_compiles_on_coreml(tmp_path):
+    """Weights in a .data file beside the model (memory-mapped while compiling) are saved with the compiled model."""
+    if not has_backend("coreml"):
+        pytest.skip("the Core ML plugin is not installed")
+    source = tmp_path / "vit.onnx"
+    onnx.save(modern_models.vit(), source, save_as_external_data=True, location="vit.onnx.data")
+    out = tmp_path / "out"
+    mobile_ep.convert(source, "coreml", out, cost_model=False, compile=True)
+    report = json.loads((out / "report.json").read_text())
+    assert all(v["ok"] for v in report["verification"]) and len(report["verification"]) == 3
+
+
+def test_compiled_model_saves_while_views_of_its_external_weights_are_held(tmp_path):
+    """A compiler may keep numpy views of memory-mapped weights; saving the compiled model still works."""
+    from mobile_ep import model_io as mir
+    from mobile_ep.passes.to_epcontext import save_compiled
+
+    source = tmp_path / "vit.onnx"
+    onnx.save(modern_models.vit(), source, save_as_external_data=True, location="vit.onnx.data")
+    model = mir.load(source, check=False)
+    views = [v.const_value.numpy() for v in model.graph.initializers.values() if v.const_value.nbytes > 1024]
+    assert views
+    path = save_compiled(model, tmp_path / "out.onnx")
+    loads_at_every_level(path)
+    assert float(views[0].reshape(-1)[0]) == float(views[0].reshape(-1)[0])  # (the views stay readable)
