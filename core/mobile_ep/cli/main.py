@@ -340,19 +340,8 @@ def _finish_batch(state: _State, results: Sequence[batch.ModelResult], kind: str
     if html_dir is not None:
         from mobile_ep.reports import html
 
-        rows = []
-        for r in results:
-            if not r.ok:
-                rows.append((None, [r.model, f"FAILED (exit {r.exit_code}): {r.error.splitlines()[0]}"]))
-                continue
-            cells = [r.model, str(r.row.get("nodes", ""))]
-            for name, e in r.row.get("backends", {}).items():
-                cells.append(f"{name}: {e['partitions']} partition(s), {e['claimed']}/{e['nodes']} claimed, "
-                             f"{e['verdict']}")
-            rows.append((pathlib.Path(r.html).name if r.html else None, cells))
         index = html_dir / "index.html"
-        index.write_text(html.render_index(f"mobile-ep {kind}: {len(results)} models", ["model", "nodes", "backends"],
-                                           rows), encoding="utf-8")
+        index.write_text(html.batch_index(kind, results), encoding="utf-8")
         if not state.quiet:
             click.echo(f"wrote {index}", err=True)
     if as_json:

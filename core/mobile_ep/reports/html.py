@@ -4,20 +4,20 @@
 no server: the data, the script and the styles are inline, and a Content-Security-Policy forbids every
 request.  What it shows:
 
-- a summary table per backend (nodes claimed, partitions, verdict, as is and after ``convert``);
-- the graph, node by node, in two panels side by side — by default the first backend's view of the
+- first, a summary table per backend (nodes claimed, partitions, verdict, as is and after ``convert``);
+- then the graph, node by node, in two panels side by side — by default the first backend's view of the
   model *as is* and *after convert* — each node coloured by the partition it lands in, CPU nodes in red
   with the reason, edges that cross a partition boundary (a copy between CPU and accelerator) in red;
-- the rewrites ``convert`` applies, and every node left on CPU grouped by reason; a click on a name
-  selects the node in both panels.
+- last, collapsed, the rewrites ``convert`` applies and the nodes left on CPU grouped by cause; a click on
+  a name selects the node in both panels.
 
-The layout is computed here, ahead of time, so the page stays usable on a 5,000-node model: a layered
-(Sugiyama-style) layout in linear time per sweep — longest-path layering, barycenter ordering sweeps,
-and x coordinates placed by isotonic regression (the pool-adjacent-violators algorithm), which puts each
-node as close to its neighbours as the order allows.  The page wraps the layers into columns to fit
-the panel, draws on a canvas (pan with the mouse, zoom with the wheel, labels appear as you zoom in) and
-can collapse chains of nodes that all run in the same place (on by default above
-:data:`COLLAPSE_ABOVE` nodes).
+The page lays the graph out with dagre (``static/dagre.min.js``, vendored with its licence, inlined): a
+layered layout, top to bottom, that keeps chains vertical and routes edges around nodes; it opens on the
+top of the graph at a legible scale (pan with the mouse, zoom with the wheel, double-click to see it all).
+Chains of nodes that all run in the same place can be collapsed into one box (on by default above
+:data:`COLLAPSE_ABOVE` nodes).  For graphs too large for dagre in a browser, the layout computed here
+ahead of time (:func:`layered_layout`: longest-path layering, barycenter ordering sweeps, x coordinates
+by isotonic regression) is drawn instead, its layers wrapped into columns to fit the panel.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ __all__ = [
     "render",
     "write_html",
     "render_index",
+    "batch_index",
     "layered_layout",
     "find_chains",
 ]
@@ -724,3 +725,32 @@ def _rel_cell(diff) -> str:
     if diff.max_steps is not None:
         rel += f"; {diff.max_steps:g} step(s)"
     return rel
+
+
+def _index_cell(entry: Mapping | None) -> str:
+    if not entry:
+        return "-"
+    count = entry.get("partitions", 0)
+    return (f"{entry.get('claimed')}/{entry.get('nodes')} claimed, {count} partition{'' if count == 1 else 's'}, "
+            f"{entry.get('verdict')}")
+
+
+def batch_index(kind: str, results: Sequence[Any]) -> str:
+    """``index.html`` of a batch (``check``/``convert`` of several models with ``--html DIR``): per model its
+    nodes and, per backend, the model as is and after convert (``check``) or before mobile-ep and converted
+    (``convert``); each model links its report.  *results*: :class:`mobile_ep.cli.batch.ModelResult`."""
+    first, second = ("as is", "after convert") if kind == "check" else ("before mobile-ep", "converted")
+    backends = list(dict.fromkeys(name for r in results if r.ok for name in r.row.get("backends", {})))
+    header = ["model", "nodes"] + [f"{name} {column}" for name in backends for column in (first, second)]
+    rows: list[tuple[str | None, list[str]]] = []
+    for r in results:
+        if not r.ok:
+            rows.append((None, [r.model, f"FAILED (exit {r.exit_code}): {r.error.splitlines()[0]}"]))
+            continue
+        cells = [r.model, str(r.row.get("nodes", ""))]
+        for name in backends:
+            entry = r.row.get("backends", {}).get(name)
+            before, after = (entry, (entry or {}).get("after")) if kind == "check" else ((entry or {}).get("before"), entry)
+            cells += [_index_cell(before), _index_cell(after)]
+        rows.append((pathlib.Path(r.html).name if r.html else None, cells))
+    return render_index(f"mobile-ep {kind}: {len(results)} models", header, rows)
