@@ -124,6 +124,9 @@ class Rewrite:
     name: ClassVar[str] = ""
     domain: ClassVar[str] = ""
     op_types: ClassVar[tuple[str, ...]] = ()
+    #: None for a rewrite that is exact or equal within floating-point rounding; else the largest absolute
+    #: error of its result (an approximate rewrite, which says so in its name and description).
+    max_abs_error: ClassVar[float | None] = None
 
     def match(self, node: ir.Node, ctx: RuleContext) -> Support:
         """Whether this rewrite can replace *node* exactly (attributes, known shapes, constant inputs)."""

@@ -1,0 +1,53 @@
+"""docs/rewrites.md lists every rewrite of the library, the backends that ask for it, and the error bound of
+every approximate one."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from mepkit import has_backend
+from mobile_ep.passes import rewrites
+
+DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "rewrites.md"
+
+
+def _rows() -> dict[str, list[str]]:
+    rows = {}
+    for line in DOC.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) == 5:
+            rows[cells[0].strip("`")] = cells
+    return rows
+
+
+def _library():
+    return [getattr(rewrites, name)() for name in rewrites.__all__]
+
+
+def test_every_rewrite_has_one_row_and_every_row_a_rewrite():
+    assert sorted(_rows()) == sorted(r.name for r in _library())
+
+
+def test_approximate_rewrites_state_their_bound():
+    rows = _rows()
+    for rewrite in _library():
+        exactness = rows[rewrite.name][3]
+        if rewrite.max_abs_error is None:
+            assert "approximate" not in exactness and not rewrite.name.endswith("-approx")
+        else:
+            bound = f"{rewrite.max_abs_error:.0e}".replace("e-0", "e-")  # 4e-7
+            assert exactness.startswith("approximate") and bound in exactness and bound in rewrite.describe()
+            assert rewrite.name.endswith("-approx") and "APPROXIMATE" in rewrite.describe()
+
+
+@pytest.mark.skipif(not (has_backend("nnapi") and has_backend("coreml")), reason="needs both built-in plugins")
+def test_backends_column_is_what_each_backend_asks_for():
+    from mobile_ep_coreml import CoreMLBackend
+    from mobile_ep_nnapi import NnapiBackend
+
+    wanted = {backend.name: {r.name for r in backend.rewrites()} for backend in (NnapiBackend(), CoreMLBackend())}
+    for name, cells in _rows().items():
+        listed = {b.strip() for b in cells[4].split(",")}
+        assert listed == {backend for backend, names in wanted.items() if name in names}, name
