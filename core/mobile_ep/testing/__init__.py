@@ -37,7 +37,8 @@ The node cases take ONNX about 20 s to generate; they are cached, per onnx versi
 Import everything from here; the modules behind it, one job each: :mod:`~mobile_ep.testing.helpers`
 (helpers for rule tests), :mod:`~mobile_ep.testing.cases` (ONNX's node cases),
 :mod:`~mobile_ep.testing.conformance` (the kit without pytest), :mod:`~mobile_ep.testing.suite` (the
-pytest test class and summary) and :mod:`~mobile_ep.testing.fixtures`.  Nothing here imports the command
+pytest test class and summary), :mod:`~mobile_ep.testing.oracle` (a backend's prediction against the real
+execution provider, for EPs that run on the host: :func:`run_oracle`) and :mod:`~mobile_ep.testing.fixtures`.  Nothing here imports the command
 line (:mod:`mobile_ep.cli`): ``mobile_ep_cli`` runs the installed ``mobile-ep`` command.
 """
 
@@ -58,6 +59,7 @@ from mobile_ep.testing.conformance import (
     smoke_models,
 )
 from mobile_ep.testing.helpers import as_model, node_support, proposal, registered, supports_all
+from mobile_ep.testing.oracle import ExecutionProvider, OracleResult, RealPlacement, real_placement, run_oracle
 from mobile_ep.testing.suite import BackendConformance, conformance_suite, session_reports
 
 try:  # the kit's helpers work without pytest; only the fixtures and the suite need it
@@ -90,6 +92,12 @@ __all__ = [
     "BackendConformance",
     "conformance_suite",
     "CACHE_ENV",
+    # the oracle: a backend's prediction against the real execution provider
+    "ExecutionProvider",
+    "OracleResult",
+    "RealPlacement",
+    "real_placement",
+    "run_oracle",
 ]
 # (The pytest hooks and fixtures below are names of this module, for pytest, but not in __all__: a conftest.py
 # doing ``from mobile_ep.testing import *`` would register them a second time.)

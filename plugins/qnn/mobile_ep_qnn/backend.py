@@ -104,7 +104,7 @@ class QnnBackend(Backend):
         return SUPPORTED
 
     # -- the real EP ------------------------------------------------------------------------------------
-    def execution_provider(self) -> ep.ExecutionProvider:
+    def execution_provider(self):
         """The real QNN EP with this backend's options (for the oracle and for compiling)."""
         return ep.execution_provider(self.options)
 

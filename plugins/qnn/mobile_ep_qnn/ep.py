@@ -11,7 +11,6 @@ import pathlib
 from typing import Any
 
 from mobile_ep.errors import UsageError
-from mobile_ep.testing.oracle import ExecutionProvider
 
 __all__ = ["EP_NAME", "BACKEND_LIBRARIES", "package_dir", "backend_available", "provider_options",
            "execution_provider", "sdk_version"]
@@ -56,9 +55,12 @@ def provider_options(options: Any) -> dict[str, str]:
     return values
 
 
-def execution_provider(options: Any) -> ExecutionProvider:
-    """The real QNN EP configured as *options* say (for the oracle and for compiling)."""
+def execution_provider(options: Any) -> Any:
+    """The real QNN EP configured as *options* say (a :class:`mobile_ep.testing.ExecutionProvider`, for the oracle
+    and for compiling)."""
     import onnxruntime_qnn
+
+    from mobile_ep.testing.oracle import ExecutionProvider
 
     if not backend_available(options.backend_type):
         raise UsageError(f"qnn: backend_type={options.backend_type}: this onnxruntime-qnn wheel has no "

@@ -3,13 +3,14 @@
 ``QnnRule.check_common`` runs, in this order:
 
 1. the opset range;
-2. static shapes: every input and output the unit has needs a fully known shape (the EP reads each tensor's
-   shape into a QNN tensor; a symbolic or unknown dimension fails), and no dimension may be 0;
+2. tensors of static shapes: every input and output the unit has is a tensor (not a sequence or optional)
+   with a fully known shape (the EP reads each tensor's shape into a QNN tensor; a symbolic or unknown
+   dimension fails); the first input and the outputs have no dimension of size 0;
 3. the element types of the inputs (:attr:`QnnRule.input_types`, by position; float32 and float16 by
    default). In a QDQ unit the quantized tensors of its DequantizeLinear/QuantizeLinear nodes must be 8- or
    16-bit integers (int32 for a bias);
 4. the inputs that must be constant initializers (:attr:`QnnRule.constant_inputs`: axes, pads, sizes... the
-   EP reads them when it builds the graph);
+   EP reads them when it builds the graph; an empty one, shape ``[0]``, counts as omitted);
 
 then the op's own ``check`` (the builder's ``IsOpSupported``).
 """
@@ -39,6 +40,8 @@ class QnnRule(OpRule):
     """A QNN op rule: common checks first (see the module), then :meth:`check`."""
 
     signature_memo = True
+    #: The EP reads ops of every opset onnxruntime runs (its builders check attributes, not opset numbers).
+    max_opset = 10_000
     #: Accepted element types per input position; positions not listed accept any type.
     input_types: ClassVar[dict[int, frozenset[DataType]]] = {0: FLOATS}
     #: Input positions that must be constant initializers, with what they hold (for the reason).
@@ -57,11 +60,13 @@ class QnnRule(OpRule):
             for index, value in enumerate(values):
                 if value is None:
                     continue
+                if value.type is not None and not isinstance(value.type, ir.TensorType):
+                    return Support.no(f"{role} {index} is not a tensor (a sequence or optional): QNN has tensors only")
                 shape = ctx.static_shape(value)
                 if shape is None:
                     return Support.no(f"{role} {index} has a dynamic shape: the QNN EP compiles static shapes "
                                       f"only (give the model fixed input shapes)")
-                if 0 in shape:
+                if 0 in shape and (role == "output" or index == 0):
                     return Support.no(f"{role} {index} is empty (a dimension is 0): QNN has no empty tensors")
         for index, allowed in self.input_types.items():
             if index >= len(node.inputs) or node.inputs[index] is None:
@@ -82,7 +87,8 @@ class QnnRule(OpRule):
                     return Support.no(f"a QuantizeLinear of the QDQ unit writes {type_name(dtype)}: QNN "
                                       "quantizes to 8 or 16 bits")
         for index, what in self.constant_inputs.items():
-            if index < len(node.inputs) and node.inputs[index] is not None and not ctx.is_constant(node.inputs[index]):
+            value = node.inputs[index] if index < len(node.inputs) else None
+            if value is not None and not ctx.is_constant(value) and ctx.static_shape(value) != (0,):
                 return Support.no(f"the {what} (input {index}) is not a constant initializer: the QNN EP "
                                   "needs it when it builds the graph")
         return SUPPORTED

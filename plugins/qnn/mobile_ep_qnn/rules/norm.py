@@ -55,3 +55,11 @@ class LpNormalization(QnnRule):
         if attr(unit.target, "p", 2) != 2:
             return Support.no("p other than 2: QNN has L2 normalization only")
         return SUPPORTED
+
+
+class RMSNormalization(QnnRule):
+    op_types = ("RMSNormalization",)
+
+    def check(self, unit, ctx):
+        """float32/float16 (QNN RmsNorm)."""
+        return SUPPORTED

@@ -4,7 +4,7 @@ activation ops."""
 
 from __future__ import annotations
 
-from ._base import FLOATS, INTS, SUPPORTED, QnnRule
+from ._base import FLOATS, INTS, SUPPORTED, DataType, QnnRule, Support
 
 
 class FloatUnary(QnnRule):
@@ -23,4 +23,33 @@ class SignedUnary(QnnRule):
 
     def check(self, unit, ctx):
         """float32, float16, int32 or int64 input."""
+        return SUPPORTED
+
+
+class Not(QnnRule):
+    op_types = ("Not",)
+    input_types = {0: frozenset({DataType.BOOL})}
+
+    def check(self, unit, ctx):
+        """A bool input."""
+        return SUPPORTED
+
+
+class Erf(QnnRule):
+    op_types = ("Erf",)
+
+    def check(self, unit, ctx):
+        """Only inside a GELU pattern, which the EP fuses into QNN's Gelu: Div (or Mul) by a constant -> Erf ->
+        Add of a constant -> Mul."""
+        node = unit.target
+        producer = ctx.producer(node.inputs[0])
+        users = ctx.consumers(node.outputs[0])
+        ok = (producer is not None and producer.op_type in ("Div", "Mul")
+              and any(ctx.is_constant(v) for v in producer.inputs[1:])
+              and len(users) == 1 and users[0].op_type == "Add"
+              and any(ctx.is_constant(v) for v in users[0].inputs)
+              and any(u.op_type == "Mul" for u in ctx.consumers(users[0].outputs[0])))
+        if not ok:
+            return Support.no("Erf on its own: the QNN EP takes Erf only inside a GELU pattern (x/sqrt(2) -> Erf -> "
+                              "+1 -> *x), fused into QNN's Gelu")
         return SUPPORTED

@@ -1,0 +1,43 @@
+"""Shape, ConstantOfShape, Range and NonZero: shape-computing ops the QNN EP builds from static shapes."""
+
+from __future__ import annotations
+
+from ._base import FLOATS, INTS, SUPPORTED, QnnRule
+from .reshape import ANY_DATA
+
+
+class Shape(QnnRule):
+    op_types = ("Shape",)
+    input_types = {0: ANY_DATA}
+
+    def check(self, unit, ctx):
+        """A static input shape (the result is a constant tensor in the QNN graph)."""
+        return SUPPORTED
+
+
+class ConstantOfShape(QnnRule):
+    op_types = ("ConstantOfShape",)
+    input_types = {0: INTS}
+
+    def check(self, unit, ctx):
+        """A static output shape."""
+        return SUPPORTED
+
+
+class Range(QnnRule):
+    op_types = ("Range",)
+    input_types = {0: FLOATS | INTS}
+
+    def check(self, unit, ctx):
+        """A static output shape; float or int32/int64 bounds."""
+        return SUPPORTED
+
+
+class NonZero(QnnRule):
+    op_types = ("NonZero",)
+    input_types = {0: ANY_DATA}
+    static_outputs = False
+
+    def check(self, unit, ctx):
+        """A static input (the output's length depends on the data)."""
+        return SUPPORTED
