@@ -46,18 +46,47 @@ class Skipped:
     reason: str
 
 
+def _drop_inputs(node: ir.Node) -> None:
+    """Drop the uses *node* registered on its inputs, in time linear in their number (``replace_input_with``
+    builds the input tuple again each time: a ``Sum`` of 100,000 inputs would take minutes)."""
+    inputs = node.inputs
+    if len(inputs) < 16:
+        for index in range(len(inputs)):
+            node.replace_input_with(index, None)
+        return
+    for index, value in enumerate(inputs):  # what replace_input_with does, onnx_ir's bookkeeping, once
+        if value is not None:
+            value._remove_usage(node, index)
+    node._inputs = ()
+
+
+def _remove(graph: ir.Graph, node: ir.Node) -> None:
+    """``graph.remove(node, safe=True)``, in time linear in the node's inputs."""
+    _drop_inputs(node)
+    graph.remove(node, safe=True)
+
+
 def _remove_dead_nodes(graph: ir.Graph) -> None:
     """Remove nodes whose outputs nobody uses (what multi-node rewrites leave behind), last first."""
     for node in reversed(list(graph)):
         if all(not v.uses() and not v.is_graph_output() for v in node.outputs):
-            graph.remove(node, safe=True)
+            _remove(graph, node)
+
+
+def _qdq_units(backend: Backend, graph: ir.Graph) -> dict:
+    """The graph's QDQ node units for *backend* (none without QuantizeLinear nodes)."""
+    qdq_ops = backend.qdq_ops()
+    if not qdq_ops or not any(node.op_type == "QuantizeLinear" for node in graph):
+        return {}
+    from mobile_ep.partitioning.units import build_node_units
+
+    return build_node_units(graph, qdq_ops)
 
 
 def _detach(nodes: Sequence[ir.Node]) -> None:
     """Forget off-graph nodes: drop the uses they registered on existing values."""
     for node in nodes:
-        for index in range(len(node.inputs)):
-            node.replace_input_with(index, None)
+        _drop_inputs(node)
 
 
 class LegalizePass(ir.passes.InPlacePass):
@@ -91,7 +120,9 @@ class LegalizePass(ir.passes.InPlacePass):
             candidates = by_op.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
             if not candidates or node.name in self.skip:
                 continue
-            ctx = ctx or ProposalContext(model, self.backend, graph)  # (the model does not change here)
+            if ctx is None:  # (the model does not change here)
+                ctx = ProposalContext(model, self.backend, graph)
+                ctx.units = _qdq_units(self.backend, graph)
             if self._claims(ctx, node):
                 continue
             for rewrite in candidates:
@@ -108,16 +139,20 @@ class LegalizePass(ir.passes.InPlacePass):
             return ir.passes.PassResult(model, False)
         graph = model.graph
         modified = False
+        units = None
         for node in list(graph):
             candidates = by_op.get(("" if node.domain == "ai.onnx" else node.domain, node.op_type))
             if not candidates or node.name in self.skip:
                 continue
             ctx = ProposalContext(model, self.backend, graph)  # (one per node: rewrites change the graph)
+            units = _qdq_units(self.backend, graph) if units is None else units
+            ctx.units = units  # (a node of a QDQ unit is asked about as the unit, as the partitioner asks)
             if self._claims(ctx, node):
                 continue
             for rewrite in candidates:
                 if self._try(model, graph, node, rewrite, ctx):
                     modified = True
+                    units = None
                     break
         if modified:
             _remove_dead_nodes(graph)
@@ -196,4 +231,4 @@ class LegalizePass(ir.passes.InPlacePass):
                 if old.shape is not None:
                     new.shape = old.shape
             old.replace_all_uses_with(new, replace_graph_outputs=True)
-        graph.remove(node, safe=True)
+        _remove(graph, node)

@@ -163,6 +163,8 @@ class NnapiBackend(Backend):
         """Legalizations into ops ORT's NNAPI EP takes (each applied only where the result is claimed)."""
         from mobile_ep import rewrites as r
 
+        from . import qdq_rewrites as q
+
         return (
             r.SumToAdd(),
             r.MeanToAddDiv(),
@@ -188,6 +190,8 @@ class NnapiBackend(Backend):
             r.LSTMToSteps(),
             r.GRUToSteps(),
             r.Rank5HeadSplit(),
+            q.QdqFlattenToReshape(),
+            q.QdqSigmoidToTanh(),
         ) + ((r.ErfApproximation(),) if self.options.approximate_erf else ())
 
     def qdq_ops(self) -> frozenset[str]:
