@@ -317,7 +317,7 @@ def _compare_steps(name: str, ref: np.ndarray, got: np.ndarray, q: QuantizedOutp
     first = 1.0 if q.integer else float(np.asarray(q.scale, np.float64).reshape(-1)[0])
     per = " (per channel)" if not q.integer and np.asarray(q.scale).size > 1 else ""
     what = "quantized integers" if q.integer else f"steps of the output scale {first:.3g}{per}"
-    note = f"compared in {what}: max {steps:g} step{'s' if steps != 1 else ''}, passes at <= {allowed}"
+    note = f"compared in {what}, passes at <= {allowed} step{'s' if allowed != 1 else ''}"
     rel = _max_rel(err, r, floor) if not q.integer else None
     return OutputDiff(name, float(np.max(err)), rel, ok, note, rel_floor=None if q.integer else floor,
                       max_steps=steps, step=first)
