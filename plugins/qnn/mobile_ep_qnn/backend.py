@@ -40,8 +40,8 @@ class QnnOptions:
 
     soc_model: int = dataclasses.field(
         default=60,
-        metadata={"help": "QNN SoC model id of the target (the EP's soc_model: 36, 43, 57, 60 = Snapdragon 8 Gen 2, "
-                          "69, ...); compiled context binaries are for this SoC. 0 lets the EP choose (many graphs "
+        metadata={"help": "QNN SoC model id of the target (the EP's soc_model, e.g. 36, 43, 57, 60, 69); "
+                          "compiled context binaries are for this SoC. 0 lets the EP choose (many graphs "
                           "then fail to finalize on the simulator)."},
     )
     htp_arch: int = dataclasses.field(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from mobile_ep_qnn.backend import QnnBackend
 
 

@@ -64,6 +64,13 @@ def test_qdq_cnn_leaves_the_boundary_qdq_on_the_cpu(qnn_backend, qnn_ep, tmp_pat
     assert cpu == ["DequantizeLinear", "QuantizeLinear"]  # the input's Q and the output's DQ
 
 
+def test_qdq_cnn_without_offloading_takes_the_boundary_qdq(qnn_backend, tmp_path):
+    backend = qnn_backend.configure({"offload_graph_io_quantization": "false"})
+    result = run_oracle(backend, qnn_models.qdq_cnn(tmp_path), backend.execution_provider(), case="qdq_cnn")
+    _check(result)
+    assert not result.real.cpu_nodes
+
+
 def test_dynamic_shapes_take_nothing(qnn_backend, qnn_ep):
     result = run_oracle(qnn_backend, qnn_models.dynamic_cnn(), qnn_ep, case="dynamic_cnn")
     _check(result)

@@ -9,6 +9,7 @@ from ._base import SUPPORTED, DataType, QnnRule, Support
 class Attention(QnnRule):
     op_types = ("Attention",)
     input_types = {0: frozenset({DataType.FLOAT, DataType.FLOAT16})}
+    static_outputs = False  # (static inputs make them static; ONNX's inference leaves qk_matmul_output open)
 
     def check(self, unit, ctx):
         """A float mask (not a bool one); no nonpad_kv_seqlen (input 6)."""

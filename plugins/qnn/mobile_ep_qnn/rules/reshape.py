@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._base import FLOATS, INTS, QUANTIZED, SUPPORTED, DataType, QnnRule, Support, attr
+from ._base import FLOATS, INTS, QUANTIZED, SUPPORTED, DataType, QnnRule
 
 ANY_DATA = FLOATS | INTS | QUANTIZED | {DataType.BOOL}
 
@@ -12,9 +12,7 @@ class Reshape(QnnRule):
     input_types = {0: ANY_DATA}
 
     def check(self, unit, ctx):
-        """allowzero=0; the output shape is static (the shape input may be computed)."""
-        if attr(unit.target, "allowzero", 0):
-            return Support.no("allowzero=1: the QNN EP reshapes with allowzero=0 only")
+        """The output shape is static (the shape input may be computed)."""
         return SUPPORTED
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._base import FLOATS, INTS, SUPPORTED, QnnRule
+from ._base import FLOATS, INTS, SUPPORTED, QnnRule, Support
 from .reshape import ANY_DATA
 
 
@@ -20,7 +20,10 @@ class ConstantOfShape(QnnRule):
     input_types = {0: INTS}
 
     def check(self, unit, ctx):
-        """A static output shape."""
+        """A shape that is not a graph input (the output shape is static)."""
+        if unit.target.inputs[0].is_graph_input():
+            ctx.reads_graph()
+            return Support.no("the shape (input 0) is a graph input: the QNN EP needs it when it builds the graph")
         return SUPPORTED
 
 
@@ -40,4 +43,14 @@ class NonZero(QnnRule):
 
     def check(self, unit, ctx):
         """A static input (the output's length depends on the data)."""
+        return SUPPORTED
+
+
+class ArrayFeatureExtractor(QnnRule):
+    domain = "ai.onnx.ml"
+    op_types = ("ArrayFeatureExtractor",)
+    input_types = {0: ANY_DATA, 1: INTS}
+
+    def check(self, unit, ctx):
+        """int32 or int64 indices (built as a Gather on the last axis)."""
         return SUPPORTED

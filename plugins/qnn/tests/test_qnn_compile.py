@@ -1,0 +1,86 @@
+"""``convert --ep qnn --compile``: the EPContext model and QNN context binary made by onnxruntime-qnn, run on the
+HTP simulator against onnxruntime's CPU result."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import onnx
+import onnx.backend.test
+import pytest
+import qnn_models
+from click.testing import CliRunner
+
+from mobile_ep.cli.main import main
+
+LIGHT = pathlib.Path(onnx.backend.test.__file__).parent / "data" / "light"
+
+
+def _convert(path, out, *options):
+    result = CliRunner().invoke(main, ["convert", str(path), "--ep", "qnn", "--compile", "-o", str(out), *options])
+    assert result.exit_code == 0, result.output
+    return json.loads((out / "report.json").read_text())["compiled"]
+
+
+def test_light_model_compiles_to_a_context_binary_that_runs(tmp_path, qnn_backend, qnn_ep):
+    compiled = _convert(LIGHT / "light_squeezenet.onnx", tmp_path)
+    model_path = pathlib.Path(compiled["path"])
+    assert model_path.name == "light_squeezenet.qnn.compiled.onnx"
+    model = onnx.load(str(model_path))
+    [node] = [n for n in model.graph.node if n.op_type == "EPContext"]
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    assert attributes["source"] == b"QNNExecutionProvider" and attributes["embed_mode"] == 0
+    binary = model_path.parent / attributes["ep_cache_context"].decode()
+    assert binary.is_file() and binary.stat().st_size > 0
+    [partition] = compiled["partitions"]
+    metadata = partition["metadata"]
+    assert metadata["ep_sdk_version"] == attributes["ep_sdk_version"].decode()
+    assert metadata["soc_model"] == "60" and float(metadata["max_abs_error"]) <= 1e-2
+    assert len(partition["nodes"]) == compiled["nodes"]  # the whole model in one partition
+    # The artifact loads back with the QNN EP (from the binary, not rebuilt) and runs.
+    session = qnn_ep.session(str(model_path))
+    x = np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    (y,) = session.run(None, {session.get_inputs()[0].name: x})
+    import onnxruntime as ort
+
+    cpu = ort.InferenceSession(str(LIGHT / "light_squeezenet.onnx"), providers=["CPUExecutionProvider"])
+    (expected,) = cpu.run(None, {cpu.get_inputs()[0].name: x})
+    np.testing.assert_allclose(y, expected, atol=1e-2, rtol=1e-2)
+    kotlin = (tmp_path / "adapter" / "kotlin" / "QnnEpContextRunner.kt").read_text()
+    assert "addQnn" in kotlin and "ep_sdk_version" in kotlin
+
+
+def test_fp16_precision_compiles_within_its_tolerance(tmp_path):
+    path = tmp_path / "cnn.onnx"
+    onnx.save(qnn_models.small_cnn(), path)
+    compiled = _convert(path, tmp_path / "out", "-O", "qnn.precision=fp16")
+    metadata = compiled["partitions"][0]["metadata"]
+    assert metadata["precision"] == "fp16" and float(metadata["max_abs_error"]) <= 2e-2
+
+
+def test_quantized_model_compiles(tmp_path):
+    compiled = _convert(qnn_models.qdq_cnn(tmp_path), tmp_path / "out", "-O", "qnn.precision=quantized")
+    [partition] = compiled["partitions"]
+    assert partition["metadata"]["precision"] == "quantized"
+    left = sorted(n.op_type for n in onnx.load(compiled["path"]).graph.node if n.op_type != "EPContext")
+    assert left == ["DequantizeLinear", "QuantizeLinear"]  # the boundary Q/DQ run on the CPU
+
+
+def test_model_the_ep_takes_nothing_of_is_a_warning(tmp_path):
+    path = tmp_path / "dynamic.onnx"
+    onnx.save(qnn_models.dynamic_cnn(), path)
+    result = CliRunner().invoke(main, ["convert", str(path), "--ep", "qnn", "--compile", "-o", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert "--compile compiled no partition" in result.output
+    assert not list((tmp_path / "o").glob("*.compiled.onnx"))
+
+
+@pytest.mark.parametrize("precision", ["float32"])
+def test_without_compile_the_ep_aware_model(tmp_path, precision):
+    out = tmp_path / "o"
+    result = CliRunner().invoke(main, ["convert", str(LIGHT / "light_squeezenet.onnx"), "--ep", "qnn", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "light_squeezenet.qnn.onnx").is_file() and (out / "light_squeezenet.qnn.ort").is_file()
+    assert not list(out.glob("*.compiled.onnx"))
