@@ -45,7 +45,8 @@ def test_cli_options_have_python_counterparts():
     or one of Options.build, which both take."""
     from mobile_ep.cli.main import check, convert
 
-    cli_only = {"as_json", "jobs", "html_path", "models", "option_values", "eps", "shapes", "dims", "ep", "compile_"}
+    cli_only = {"as_json", "jobs", "html_path", "models", "option_values", "eps", "shapes", "dims", "ep", "compile_",
+                "verbose"}
     built = set(inspect.signature(Options.build).parameters)
     for command, function in ((check, mobile_ep.check), (convert, mobile_ep.convert)):
         keywords = set(inspect.signature(function).parameters) | built

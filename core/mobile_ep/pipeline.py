@@ -33,7 +33,7 @@ from mobile_ep.contract import Backend
 from mobile_ep.contract.plugins import Plugins, make_plugins
 from mobile_ep.errors import BackendError, UsageError
 from mobile_ep.options import Options
-from mobile_ep.passes import export, fuse_cpu, load, to_epcontext
+from mobile_ep.passes import const_inputs, export, fuse_cpu, load, to_epcontext
 from mobile_ep.passes import verify as verification
 from mobile_ep.passes.legalize import LegalizePass
 from mobile_ep.passes.partition import PartitionPass, analyze
@@ -44,18 +44,19 @@ __all__ = ["check", "convert", "resolve_backends"]
 
 
 def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, after_convert: bool = True,
-          html: str | os.PathLike | None = None, plugins: Plugins | None = None, **options: Any
-          ) -> reports.CheckReport:
+          html: str | os.PathLike | None = None, node_data: str | os.PathLike | None = None,
+          plugins: Plugins | None = None, **options: Any) -> reports.CheckReport:
     """``mobile-ep check``: how ORT Mobile's EPs partition *model* today, and after ``convert``.
 
     *ep*: backend names in priority order (default: every installed backend); *options*: an ``options=``
-    :class:`Options` or its fields as keywords.  With *html*, also writes the HTML report there.
+    :class:`Options` or its fields as keywords.  With *html*, also writes the HTML report there; with
+    *node_data*, Model Explorer's node data (:mod:`mobile_ep.reports.node_data`).
     """
     opts = Options.build(ep, **options)
     path, timer = pathlib.Path(model), _Timer()
     proto = load.validate(path)  # a bad model is reported before anything else
     backends = resolve_backends(opts, plugins)
-    with _recording(html), _workspace() as work:
+    with _recording(html or node_data), _workspace() as work:
         with timer("load"):
             as_is, _ = load.as_ort_sees_it(path, work / "as_is", proto=proto)
         with timer("partition"):
@@ -64,8 +65,11 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
         after, changes = {}, {}
         if after_convert:
             with timer("after_convert"):
-                fixed, changes = (load.as_ort_sees_it(path, work / "fixed", opts, proto) if opts.fixes_shapes
-                                  else (as_is, {}))
+                reference, fixing, const_dir = const_inputs.reference(path, opts)
+                fixed, changes = (load.as_ort_sees_it(reference, work / "fixed", fixing, None if const_dir else proto)
+                                  if opts.fixes_inputs else (as_is, {}))
+                if const_dir is not None:  # (what check needs of it is in work/fixed)
+                    const_dir.cleanup()
                 for backend in backends:
                     after[backend.name] = _after_convert(fixed, backend, opts, work / f"after.{backend.name}")
         dynamic = reports.dynamic_inputs(as_is)
@@ -73,12 +77,13 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
             report.suggestions = reports.suggestions(report, after.get(name), dynamic)
         combined = reports.combined_report(together) if together is not None else None
         result = reports.CheckReport(str(model), len(as_is.graph), before, combined, after, changes, timer.timings)
-    return _with_html(result, html)
+    return _with_html(result, html, node_data)
 
 
 def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out", *, verify: bool = True,
             seed: int = 0, compile: bool = False, html: str | os.PathLike | None = None,
-            plugins: Plugins | None = None, **options: Any) -> reports.ConvertReport:
+            node_data: str | os.PathLike | None = None, plugins: Plugins | None = None, **options: Any
+            ) -> reports.ConvertReport:
     """``mobile-ep convert``: write the EP-aware model for backend *ep* into *output* and verify it.
 
     Writes ``<model>.<ep>.onnx``, ``<model>.<ep>.ort`` and ``report.json``; with *compile*, also the
@@ -93,11 +98,12 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
     (backend,) = resolve_backends(opts, plugins)
     paths = export.output_paths(source, backend.name, out_dir)
     _refuse_overwriting(source, paths.values())
-    with _recording(html), _workspace() as work:
+    reference, fixing, const_dir = const_inputs.reference(source, opts)  # (--const: the model with its constants)
+    with _recording(html or node_data), _workspace() as work:
         with timer("load"):
             as_is, _ = load.as_ort_sees_it(source, work / "as_is", proto=proto)
-            fixed, changes = (load.as_ort_sees_it(source, work / "fixed", opts, proto) if opts.fixes_shapes
-                              else (as_is, {}))
+            fixed, changes = (load.as_ort_sees_it(reference, work / "fixed", fixing, None if const_dir else proto)
+                              if opts.fixes_inputs else (as_is, {}))
         with timer("partition"):
             before = PartitionPass(backend, Options(strict=opts.strict))
             before(as_is)
@@ -130,10 +136,12 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
     if verify:
         with timer("verify"):
             try:
-                checked = verification.verify(source, [p for k, p in paths.items() if k != "report"], backend,
+                checked = verification.verify(reference, [p for k, p in paths.items() if k != "report"], backend,
                                               opts, as_is, seed)
             except runtime.InputError as exc:  # the outputs stand; the report says why they were not verified
                 not_verified = exc
+    if const_dir is not None:
+        const_dir.cleanup()
     result = reports.ConvertReport(str(source), backend.name, {k: str(v) for k, v in paths.items()}, report, checked,
                                    before_report, changes, timer.timings, fusion, compiled=compiled)
     written = result.as_dict()
@@ -144,7 +152,7 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
     if not_verified is not None:
         raise not_verified
     verification.raise_on_mismatch(checked, paths["report"])
-    return _with_html(result, html)
+    return _with_html(result, html, node_data)
 
 
 def _after_convert(model: ir.Model, backend: Backend, options: Options, work: pathlib.Path) -> reports.BackendReport:
@@ -207,11 +215,15 @@ def _recording(html: str | os.PathLike | None) -> contextlib.AbstractContextMana
     return nodegraph.recording(True) if html is not None else contextlib.nullcontext()
 
 
-def _with_html(report, html: str | os.PathLike | None):
+def _with_html(report, html: str | os.PathLike | None, node_data: str | os.PathLike | None = None):
     if html is not None:
         from mobile_ep.reports.html import write_html
 
         write_html(report, html)
+    if node_data is not None:
+        from mobile_ep.reports.node_data import write_node_data
+
+        write_node_data(report, node_data)
     return report
 
 
