@@ -191,11 +191,16 @@ class NnapiRule(OpRule):
         return SUPPORTED
 
     # -- the common checks ----------------------------------------------------------------------------
+    def accepts_qdq(self, unit: NodeUnit, ctx: RuleContext) -> bool:
+        """Whether NNAPI takes this QDQ unit's op type as a unit (:attr:`qdq_op_types`; a rule may take more
+        with compile_ops=extended)."""
+        return unit.op_type in self.qdq_op_types
+
     def check_common(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         level = self.feature_level(unit, ctx)
         if ctx.options.feature_level < level:
             return needs_feature_level(ctx, level)
-        if unit.kind == "qdq" and unit.op_type not in self.qdq_op_types:
+        if unit.kind == "qdq" and not self.accepts_qdq(unit, ctx):
             return Support.no(
                 "NNAPI does not take this op as a QDQ node unit (DequantizeLinear → op → QuantizeLinear); "
                 "the whole unit stays on the CPU"

@@ -8,7 +8,7 @@ from mobile_ep import SUPPORTED, DataType, NodeUnit, RuleContext, Support, attr
 from mobile_ep_nnapi.compile import conv_padding
 from mobile_ep_nnapi.nnapi import OperandCode, OperationCode, PaddingCode
 
-from ._base import FLOAT_OR_UINT8, NnapiRule, extended, rank_between
+from ._base import FLOAT_OR_UINT8, NnapiRule, extended, needs_feature_level, rank_between
 from ._quant import check_quantized_io, quantized_op_type, scale_and_zero_point, unit_inputs, unit_outputs
 
 
@@ -16,8 +16,15 @@ def is_quantized_average_pool(unit: NodeUnit) -> bool:
     return quantized_op_type(unit) in ("QLinearAveragePool", "QDQAveragePool")
 
 
+#: QDQ units taken only with compile_ops=extended (mobile-ep's own lowering; ORT's NNAPI EP refuses them).
+EXTENDED_QDQ = frozenset({"GlobalAveragePool", "MaxPool"})
+
+
 def check_pool_io(rule: NnapiRule, unit: NodeUnit, ctx: RuleContext) -> Support:
     """Quantized average pool: uint8 per-tensor input and output; MaxPool: float32 or uint8 input."""
+    if unit.kind == "qdq" and unit.op_type in EXTENDED_QDQ:
+        result = check_quantized_io(unit, ctx, (0,))
+        return check_quantized_io(unit, ctx, (0,), output=True) if result else result
     quantized = is_quantized_average_pool(unit)
     if not quantized and unit.op_type != "MaxPool":
         return rule.check_input_dtype(unit, ctx, 0, rule.input_dtypes)
@@ -52,8 +59,13 @@ def check_pool(unit: NodeUnit, ctx: RuleContext) -> Support:
             return Support.no("dilations ≠1 are not supported")
         if len(node.outputs) != 1:
             return Support.no("the Indices output (output 1) is not supported")
-    if is_quantized_average_pool(unit):
-        # NNAPI's quantized average pool keeps the input's scale and zero point
+    if unit.kind == "qdq" and unit.op_type == "GlobalAveragePool":
+        # lowered as DEQUANTIZE, a float AVERAGE_POOL_2D and QUANTIZE (the float graph the unit describes)
+        result = needs_feature_level(ctx, 3, "a QDQ GlobalAveragePool (QUANTIZE)")
+        if not result:
+            return result
+    if is_quantized_average_pool(unit) or (unit.kind == "qdq" and unit.op_type == "MaxPool"):
+        # NNAPI's quantized pools keep the input's scale and zero point
         x = scale_and_zero_point(unit_inputs(unit)[0], ctx)
         y = scale_and_zero_point(unit_outputs(unit)[0], ctx)
         if x is None or y is None:
@@ -65,9 +77,29 @@ def check_pool(unit: NodeUnit, ctx: RuleContext) -> Support:
     return SUPPORTED
 
 
+def emit_qdq_global_average_pool(unit: NodeUnit, ctx: RuleContext, b) -> None:
+    """DEQUANTIZE, AVERAGE_POOL_2D over the whole H×W in float32, QUANTIZE to the output's scale: the unit's
+    own float arithmetic, rounded once (as onnxruntime rounds DequantizeLinear → GlobalAveragePool → Q)."""
+    x_io, y_io = unit_inputs(unit)[0], unit_outputs(unit)[0]
+    _, _, height, width = b.shape(x_io.value)
+    nchw = b.use_nchw
+    layout = "onnx" if nchw else "nhwc"
+    x = b.get(x_io, layout)
+    real = b.scratch(OperandCode.TENSOR_FLOAT32, b.model.operands[x.index].dims)
+    b.op(OperationCode.DEQUANTIZE, [x.index], [real])
+    y = b.new(y_io, layout)
+    pooled = b.scratch(OperandCode.TENSOR_FLOAT32, b.model.operands[y.index].dims)
+    b.op(OperationCode.AVERAGE_POOL_2D, [real, b.i32(PaddingCode.VALID), b.i32(1), b.i32(1), b.i32(width),
+                                        b.i32(height), b.i32(0), *b.layout_flag(nchw)], [pooled])
+    b.op(OperationCode.QUANTIZE, [pooled], [y.index])
+
+
 def emit_pool(unit: NodeUnit, ctx: RuleContext, b) -> None:
     """AVERAGE_POOL_2D / MAX_POOL_2D in NHWC with implicit or explicit padding (global pools: the whole
     H×W, VALID), a following Relu/Clip fused; quantized pools keep the input's scale and zero point."""
+    if unit.kind == "qdq" and unit.op_type == "GlobalAveragePool":
+        emit_qdq_global_average_pool(unit, ctx, b)
+        return
     node = unit.target
     x_io, out = unit_inputs(unit)[0], unit_outputs(unit)[0].value
     _, _, height, width = b.shape(x_io.value)
@@ -125,13 +157,18 @@ class PoolRule(NnapiRule):
     internal_uint8 = frozenset({"MaxPool"})
     dtype_doc = "input 0 float32 (MaxPool: or uint8)"
 
+    def accepts_qdq(self, unit: NodeUnit, ctx: RuleContext) -> bool:
+        """QDQ AveragePool; with compile_ops=extended also QDQ GlobalAveragePool and MaxPool."""
+        return unit.op_type in self.qdq_op_types or (extended(ctx) and unit.op_type in EXTENDED_QDQ)
+
     def check_io(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         return check_pool_io(self, unit, ctx)
 
     def check(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         """4-D input; AveragePool/MaxPool: 2-D kernel, count_include_pad=0,
         storage_order=0, ceil_mode=0, dilations 1, no Indices output; QDQ AveragePool: uint8 per-tensor, output
-        scale and zero point equal to the input's."""
+        scale and zero point equal to the input's; compile_ops=extended also takes QDQ MaxPool (equal scales) and
+        QDQ GlobalAveragePool (feature level 3: DEQUANTIZE, float pool, QUANTIZE)."""
         return check_pool(unit, ctx)
 
     def emit(self, unit: NodeUnit, ctx: RuleContext, b) -> None:
