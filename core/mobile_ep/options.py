@@ -12,6 +12,7 @@ command line                                Python (``mobile_ep.check(model, ...
 ``--shape x=1,3,224,224``                   ``shape={"x": (1, 3, 224, 224)}``, ``shape="x=1,3,224,224"``
                                             (or ``(1, 3, 224, 224)`` for a one-input model)
 ``--dim batch=1``                           ``dim={"batch": 1}`` or ``dim="batch=1"``
+``--const sr=16000``                        ``const={"sr": 16000}`` or ``const="sr=16000"``
 ``--max-partitions``, ``--no-legalize``...  ``max_partitions=``, ``legalize=False``, ...
 ``--strict``                                ``strict=True``
 ==========================================  ==============================================================
@@ -25,7 +26,7 @@ from typing import Any
 
 from mobile_ep.errors import UsageError
 
-__all__ = ["Options", "parse_shape", "parse_dim"]
+__all__ = ["Options", "parse_shape", "parse_dim", "parse_const"]
 
 Shape = Mapping[str | None, Sequence[int]] | Sequence[int] | str | Sequence[str] | None
 Dims = Mapping[str, int] | str | Sequence[str] | None
@@ -55,16 +56,23 @@ class Options:
     fuse_cpu: bool = True
     #: A backend that raises is an error (else it only loses the nodes it raised on).
     strict: bool = False
+    #: Inputs fixed to constant values by name (``--const sr=16000``): their arithmetic folds away.
+    consts: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
 
     @property
     def fixes_shapes(self) -> bool:
         return bool(self.shapes or self.dims)
 
+    @property
+    def fixes_inputs(self) -> bool:
+        """Whether ``convert`` changes the model's inputs (their shapes, or some into constants)."""
+        return self.fixes_shapes or bool(self.consts)
+
     @classmethod
     def build(cls, ep: str | Sequence[str] | None = None, *, options: Any = None, shape: Shape = None,
               dim: Dims = None, max_partitions: int | None = None, min_nodes: int | None = None,
               legalize: bool = True, cost_model: bool = True, fuse_cpu: bool = True,
-              strict: bool = False) -> Options:
+              strict: bool = False, const: Mapping[str, Any] | str | Sequence[str] | None = None) -> Options:
         """Options from the command line's values or their Python forms (see the module's table).
 
         *options* may also be an :class:`Options` already built: it is returned as it is (with *ep*, if
@@ -77,7 +85,8 @@ class Options:
             if value is not None and int(value) < 1:
                 raise UsageError(f"{name.replace('_', '-')} must be at least 1 (got {value})")
         return cls(tuple(backends), _backend_options(options, backends), _shapes(shape), _dims(dim),
-                   bool(legalize), bool(cost_model), max_partitions, min_nodes, bool(fuse_cpu), bool(strict))
+                   bool(legalize), bool(cost_model), max_partitions, min_nodes, bool(fuse_cpu), bool(strict),
+                   _consts(const))
 
     def for_backends(self, names: Sequence[str]) -> Options:
         """The same options for other backends (each keeps only its own backend options)."""
@@ -112,6 +121,27 @@ def parse_dim(text: str) -> tuple[str, int]:
     if number <= 0:
         raise UsageError(f"--dim {text!r}: the value must be positive")
     return name, number
+
+
+def parse_const(text: str) -> tuple[str, tuple[float, ...]]:
+    """``sr=16000`` -> ("sr", (16000.0,)); ``mask=1,1,0`` -> ("mask", (1.0, 1.0, 0.0))."""
+    name, sep, values = text.partition("=")
+    try:
+        numbers = tuple(float(v) for v in values.split(",") if v.strip())
+    except ValueError:
+        raise UsageError(f"--const {text!r}: expected NAME=VALUE or NAME=V1,V2,... with numbers") from None
+    if not sep or not name or not numbers:
+        raise UsageError(f"--const {text!r}: expected NAME=VALUE or NAME=V1,V2,...")
+    return name, numbers
+
+
+def _consts(const: Mapping[str, Any] | str | Sequence[str] | None) -> dict[str, tuple[float, ...]]:
+    if const is None:
+        return {}
+    if isinstance(const, Mapping):
+        return {str(k): tuple(float(v) for v in (list(v) if isinstance(v, (list, tuple)) else [v]))
+                for k, v in const.items()}
+    return dict(parse_const(item) for item in ([const] if isinstance(const, str) else const))
 
 
 def _names(ep: str | Sequence[str] | None) -> list[str]:

@@ -42,6 +42,8 @@ class _State:
         self.strict = strict
         #: --node-data FILE.json (check, convert): the Model Explorer node-data file to write.
         self.node_data: pathlib.Path | None = None
+        #: --const NAME=VALUE (check, convert, explain): inputs fixed to constants.
+        self.consts: tuple[str, ...] = ()
         self._plugins: Plugins | None = None
 
     @property
@@ -136,6 +138,10 @@ _OPTION_HELP = ("Backend option BACKEND.KEY=VALUE, repeatable (e.g. -O nnapi.api
                 "-O coreml.model_format=NeuralNetwork); `mobile-ep list -v` shows every option.")
 
 
+def _set_consts(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> None:
+    ctx.find_object(_State).consts = value
+
+
 def _pipeline_options(f):
     """--shape, --dim, --max-partitions, --min-nodes, --no-legalize, --no-cost-model."""
     options = [
@@ -143,6 +149,9 @@ def _pipeline_options(f):
                      help="Fix an input's shape (repeatable); NAME= may be left out for a one-input model."),
         click.option("--dim", "dims", multiple=True, metavar="PARAM=VALUE",
                      help="Fix every dim named PARAM (repeatable), e.g. --dim batch=1."),
+        click.option("--const", multiple=True, metavar="NAME=VALUE", expose_value=False, callback=_set_consts,
+                     help="Fix an input to a constant (repeatable), e.g. --const sr=16000: arithmetic on it folds "
+                          "away; convert verifies against the original with that value."),
         click.option("--max-partitions", type=click.IntRange(min=1), default=None,
                      help="Keep at most N partitions, those with the largest estimated saving."),
         click.option("--min-nodes", type=click.IntRange(min=1), default=None,
@@ -162,7 +171,8 @@ def _options(state: _State, eps: str | None, option_values: Sequence[str], shape
              legalize: bool = True, cost_model: bool = True) -> Options:
     """The command line's values as the one :class:`~mobile_ep.options.Options` object."""
     return Options.build(eps, options=option_values, shape=shapes, dim=dims, max_partitions=max_partitions,
-                         min_nodes=min_nodes, legalize=legalize, cost_model=cost_model, strict=state.strict)
+                         min_nodes=min_nodes, legalize=legalize, cost_model=cost_model, strict=state.strict,
+                         const=state.consts)
 
 
 def _sample(directory: pathlib.Path, state: _State) -> pathlib.Path:

@@ -1,0 +1,79 @@
+"""``--const NAME=VALUE``: an input fixed to a constant lets onnxruntime fold the arithmetic (and an ``If``)
+on it away; convert verifies against the original run with that value."""
+
+from __future__ import annotations
+
+import json
+
+import modern_models
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from test_rewrites_models import loads_at_every_level
+
+import mobile_ep
+from mepkit import has_backend
+from mobile_ep.cli.main import main
+from mobile_ep.errors import UsageError
+
+pytestmark = pytest.mark.skipif(not has_backend("nnapi"), reason="the NNAPI plugin is not installed")
+
+
+def test_a_constant_sample_rate_folds_the_if_away(tmp_path):
+    source = tmp_path / "vad.onnx"
+    onnx.save(modern_models.vad(), source)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["convert", str(source), "--ep", "nnapi", "-o", str(out), "--no-cost-model",
+                                       "--const", "sr=16000"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text())
+    partitioning = report["partitioning"]
+    assert len(partitioning["partitions"]) == 1 and partitioning["supported_nodes"] == partitioning["nodes"]
+    assert all(v["ok"] for v in report["verification"])
+    written = onnx.load(out / "vad.nnapi.onnx")
+    assert [i.name for i in written.graph.input] == ["input", "state"]
+    assert not {"If", "Equal"} & {n.op_type for n in written.graph.node}
+    loads_at_every_level(out / "vad.nnapi.onnx")
+
+
+def test_the_value_decides_the_branch_verified_against(tmp_path):
+    """sr=8000 takes the other branch; the written model computes what the original does with 8000."""
+    source = tmp_path / "vad.onnx"
+    onnx.save(modern_models.vad(), source)
+    for rate in (16000, 8000):
+        out = tmp_path / str(rate)
+        mobile_ep.convert(source, "nnapi", out, cost_model=False, const={"sr": rate})
+        import onnxruntime as ort
+
+        feeds = {"input": np.linspace(-1, 1, 256, dtype=np.float32)[None], "state": np.zeros((2, 1, 16), np.float32)}
+        original = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).run(
+            None, {**feeds, "sr": np.array(rate, np.int64)})
+        written = ort.InferenceSession(str(out / "vad.nnapi.onnx"), providers=["CPUExecutionProvider"]).run(None, feeds)
+        np.testing.assert_allclose(written[0], original[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_constant_mask_with_its_shape_given(tmp_path):
+    proto = modern_models.bert()
+    proto.graph.input[1].type.tensor_type.shape.dim[1].dim_param = "sequence"  # a dynamic mask length
+    source = tmp_path / "bert.onnx"
+    onnx.save(proto, source)
+    out = tmp_path / "out"
+    mobile_ep.convert(source, "nnapi", out, cost_model=False, const="attention_mask=1",
+                      shape={"attention_mask": (1, 16)})
+    report = json.loads((out / "report.json").read_text())
+    assert {u["op"] for u in report["partitioning"]["unsupported"]} <= {"Gather"}  # (int64 ids from the input)
+    assert all(v["ok"] for v in report["verification"])
+
+
+@pytest.mark.parametrize("const, message", [
+    ("nope=1", "--const nope: the model has no input 'nope'"),
+    ("sr=1,2", "--const sr: 2 values for an input of 1 elements"),
+    ("sr=x", "--const 'sr=x': expected NAME=VALUE"),
+])
+def test_bad_constants_are_one_line_errors(tmp_path, const, message):
+    source = tmp_path / "vad.onnx"
+    onnx.save(modern_models.vad(), source)
+    result = CliRunner().invoke(main, ["check", str(source), "--ep", "nnapi", "--const", const])
+    assert result.exit_code == UsageError.exit_code
+    assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
