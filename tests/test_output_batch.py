@@ -58,3 +58,14 @@ def test_node_data_with_several_models_is_a_folder(tmp_path, plugins):
     assert data["results"]["relu0"]["value"] == "toy: partition 1 of 1 (1 nodes)"
     result = run(["check", models, "--ep", "toy", "--node-data", tmp_path / "nd.json"], plugins)
     assert result.exit_code == 2 and "names a folder" in result.stderr
+
+
+def test_piped_summary_cuts_nothing(tmp_path, plugins):
+    models = _models(tmp_path)
+    broken = models / ("a_model_with_a_long_name_" * 6 + "broken.onnx")
+    broken.write_bytes(b"not a model at all")
+    result = run(["check", models, "--ep", "toy"], plugins)
+    assert result.exit_code == 6
+    assert "…" not in result.stdout
+    (line,) = [x for x in result.stdout.splitlines() if "FAILED" in x]
+    assert line.startswith(broken.name) and len(line) > 200

@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import pathlib
 import shutil
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -261,13 +262,15 @@ def _display_names(models: Sequence[str]) -> list[str]:
 
 
 def summary_table(results: Sequence[ModelResult], kind: str, *, width: int | None = None) -> str:
-    """One line per model, fitted to *width* (the terminal's by default).
+    """One line per model, fitted to *width* (by default the terminal's; nothing is cut when stdout is not a
+    terminal).
 
     Per backend: partitions, share of nodes claimed, verdict, and the after-convert (check) or
     before-mobile-ep (convert) partitions and verdict.  To fit, model names are shortened from the left
     (to 18 characters at least), then the extra columns go, then each backend's columns merge into one.
     """
-    width = width or max(60, min(shutil.get_terminal_size((120, 24)).columns, 200))
+    if width is None:
+        width = max(60, min(shutil.get_terminal_size((120, 24)).columns, 200)) if sys.stdout.isatty() else 100_000
     backends: list[str] = []
     for r in results:
         for name in r.row.get("backends", {}):
