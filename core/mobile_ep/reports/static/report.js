@@ -22,7 +22,7 @@
   var HUE_STEPS = [0, 26, -20, 46, -38, 12, -8, 34];
   var LIGHT_STEPS = [0, -7, 6, -12, 10];
 
-  var DAGRE = typeof dagre !== "undefined" ? dagre : null, DAGRE_MAX = 2500, dagreCache = {};
+  var DAGRE = typeof dagre !== "undefined" ? dagre : null, DAGRE_MAX = 2000, dagreCache = {};
 
   /* Positions (node centres) and edge routes of *items* by dagre, cached per graph and collapse state. */
   function dagreLayout(key, items, edges, nNodes, nItems, chainOf) {
