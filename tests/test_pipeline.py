@@ -234,7 +234,8 @@ def test_cpu_nodes_get_ort_fusions_and_claimed_nodes_stay_plain(tmp_path):
              const("half", np.array(0.5, np.float32))]
     path = tmp_path / "gelu.onnx"
     onnx.save(make_model(nodes, [tensor("x", [8, d])], [tensor("y", [8, d])], inits), path)
-    report = api.convert(path, "nnapi", tmp_path / "out")
+    # (Erf stays on the CPU: without its approximation NNAPI does not take it)
+    report = api.convert(path, "nnapi", tmp_path / "out", options={"nnapi.approximate_erf": False})
     assert report.cpu_fusion is not None
     assert report.cpu_fusion.ops_after.get("com.microsoft:Gelu") == 1  # ORT's GELU fusion, on the CPU part
     assert all(v.ok for v in report.verification)
@@ -297,7 +298,7 @@ def test_partitions_worth_keeping_are_not_fused_away(tmp_path):
     inits = [numpy_helper.from_array((rng.standard_normal((d, d)) * 0.05).astype(np.float32), n) for n in ("w1", "w2")]
     path = tmp_path / "big.onnx"
     onnx.save(make_model(nodes, [tensor("x", [64, d])], [tensor("y", [64, d])], inits), path)
-    report = api.convert(path, "nnapi", tmp_path / "out")
+    report = api.convert(path, "nnapi", tmp_path / "out", options={"nnapi.approximate_erf": False})
     assert [p.nodes for p in report.check.partitions] == [["mm1"], ["mm2"]]
     assert all(p.estimate["kept"] for p in report.check.partitions)
     assert all(v.ok for v in report.verification)

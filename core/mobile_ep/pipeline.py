@@ -117,7 +117,7 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
                 fusion, written = fuse_cpu.fuse_and_write(legalized, planned, opts, paths["onnx"], work)
                 has_ort = ort_file.start(paths["onnx"], paths["ort"])  # (on a thread, beside what follows)
                 written_partition, written_model = written or fuse_cpu.partition_written(
-                    paths["onnx"], backend, work / "written", opts.strict)
+                    paths["onnx"], backend, work / "written", opts)
             compiled = None
             if compile:
                 with timer("compile"):
@@ -163,7 +163,7 @@ def _after_convert(model: ir.Model, backend: Backend, options: Options, work: pa
     target = work / "model.onnx"
     _, written = fuse_cpu.fuse_and_write(legalized, partition, options, target, work)
     written_partition, written_model = written or fuse_cpu.partition_written(target, backend, work / "written",
-                                                                             options.strict)
+                                                                             options)
     report = reports.backend_report(backend, written_partition.proposal, written_partition.nodes,
                                     written_partition.costs, model=written_model)
     report.rewrites = rewrites

@@ -27,12 +27,14 @@ __all__ = ["CpuFusion", "fuse_cpu_nodes", "fuse_and_write", "partition_written"]
 log = logging.getLogger(__name__)
 
 
-def partition_written(path: pathlib.Path, backend: Backend, work: pathlib.Path, strict: bool
+def partition_written(path: pathlib.Path, backend: Backend, work: pathlib.Path, strict: bool | Options
                       ) -> tuple[PartitionPass, ir.Model]:
-    """What *backend* takes of a written model, after the basic optimizations every ORT session applies."""
+    """What *backend* takes of a written model, after the basic optimizations every ORT session applies;
+    its partitions judged as *strict* (the run's :class:`Options`, or only whether a backend's failure is an
+    error) asks: the cost model, ``max_partitions``, ``min_nodes``."""
     work.mkdir(parents=True, exist_ok=True)
     model = mir.load(fold_constants.ort_optimized(path, work, inspected=True), check=False)  # (our own file)
-    partition = PartitionPass(backend, Options(strict=strict))
+    partition = PartitionPass(backend, strict if isinstance(strict, Options) else Options(strict=strict))
     partition(model)
     return partition, model
 
@@ -61,7 +63,7 @@ def fuse_and_write(model: ir.Model, partition: PartitionPass, options: Options, 
         fusion = fuse_cpu_nodes(unfused, keep, target, work)
         if fusion is None:
             continue
-        written, written_model = partition_written(target, backend, work / f"fused{attempt}", options.strict)
+        written, written_model = partition_written(target, backend, work / f"fused{attempt}", options)
         assert written.proposal is not None
         now_claimed = {n.name for p in written.proposal.partitions for n in p.nodes}
         if keep <= now_claimed and len(written.proposal.partitions) <= len(partition.proposal.partitions):
