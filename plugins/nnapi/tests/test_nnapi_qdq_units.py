@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from nnapi_compile_kit import compile_whole, emulate, ort_run
 from nnapi_models import I8, U8, backend, model, node, qdq_binary, qdq_unary
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 
 from mobile_ep.partitioning.units import build_node_units
 from mobile_ep.testing import as_model, proposal, supports_all
@@ -204,3 +204,23 @@ def test_uint8_concat_reading_an_earlier_partition_is_refused():
     reason = next(p.reason for n, p in result.placements.items() if n.name == "concat")
     assert reason == ("nnapi: uint8 input 0 comes from QLinearConv 'qconv', which is in an earlier partition: NNAPI "
                       "takes uint8 data outside QDQ form only from the partition being built")
+
+
+# -- the group's shape (CanCreateNodeGroup, CheckQDQNodes) --------------------------------------------------------
+def test_a_dequantize_feeding_two_nodes_forms_no_unit():
+    m = conv_act(None, y_zp=128)
+    m.graph.node.append(node("Identity", ["x_dq"], ["copy"], name="copy"))
+    m.graph.output.append(helper.make_tensor_value_info("copy", 1, None))
+    assert unit_of(m, "conv") == ("single", ["conv"])
+
+
+def test_a_target_output_that_is_also_a_graph_output_forms_no_unit():
+    m = conv_act(None, y_zp=128)
+    m.graph.output.append(helper.make_tensor_value_info("conv_out", 1, None))
+    assert unit_of(m, "conv") == ("single", ["conv"])
+
+
+@pytest.mark.parametrize("opset, grouped", [(13, True), (21, True), (22, False)])
+def test_max_pool_is_grouped_only_in_its_opset_12_definition(opset, grouped):
+    m = qdq_unary("MaxPool", kernel_shape=[2, 2], opset=opset)
+    assert (unit_of(m, "target")[0] == "qdq") is grouped
