@@ -48,14 +48,6 @@ class _Out:
         return text
 
 
-def _width() -> int:
-    return _Out().width
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
-
-
 def _sizes(report: BackendReport) -> str:
     sizes = [len(p.nodes) for p in report.partitions]
     if len(sizes) > 12:
@@ -93,9 +85,10 @@ def cause_lines(report: BackendReport, out: _Out, indent: str = "  ") -> list[st
         head = f"{count} node{'' if count == 1 else 's'} on CPU: "
         if cause.kind == "dynamic":
             fix = report.shape_fix or "--shape NAME=D1,D2,..."
-            letters = sorted({c for c in fix.split("=", 1)[-1] if c.isalpha()} - {"D"}) if report.shape_fix else []
+            sizes = re.findall(r"--shape (?:\S*=)?(\S+)", report.shape_fix)
+            places = list(dict.fromkeys(d for dims in sizes for d in dims.split(",") if not d.isdigit()))
             text = (f"{head}dynamic shapes ({_ops(cause.ops)}); fix them with {fix}"
-                    + (f" ({', '.join(letters)}: your input's size)" if letters else "")
+                    + (f" ({', '.join(places)}: the sizes your app feeds)" if places else "")
                     + " or --dim PARAM=VALUE")
         elif cause.kind == "no_rule":
             text = f"{head}{report.backend} has no rule for {_ops(cause.ops, limit=10)}"
