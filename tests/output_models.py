@@ -6,8 +6,8 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 
-def ocr_det_like(blocks: int = 24, seed: int = 0):
-    """A DB-style detector: input ``x`` [?,3,?,?], a backbone of conv / hardswish / squeeze-excite blocks,
+def ocr_det_like(blocks: int = 24, seed: int = 0, dims=(None, 3, None, None)):
+    """A DB-style detector: input ``x`` of *dims* ([?,3,?,?] as PP-OCRv4 det's), a backbone of conv / hardswish / squeeze-excite blocks,
     an FPN (Resize + Add + Concat) and a head ending in ConvTranspose + Sigmoid; a few hundred nodes."""
     rng = np.random.default_rng(seed)
     nodes, inits = [], []
@@ -74,7 +74,7 @@ def ocr_det_like(blocks: int = 24, seed: int = 0):
     h = node("ConvTranspose", [h, weight([8, 1, 2, 2]), weight([1])], kernel_shape=[2, 2], strides=[2, 2])
     nodes.append(helper.make_node("Sigmoid", [h], ["sigmoid_0.tmp_0"], name="head_sigmoid"))
     graph = helper.make_graph(
-        nodes, "det", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
-        [helper.make_tensor_value_info("sigmoid_0.tmp_0", TensorProto.FLOAT, ["N", 1, "H", "W"])], initializer=inits)
+        nodes, "det", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(dims))],
+        [helper.make_tensor_value_info("sigmoid_0.tmp_0", TensorProto.FLOAT, [dims[0], 1, dims[2], dims[3]])], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     return model

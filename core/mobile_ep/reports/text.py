@@ -88,8 +88,7 @@ def cause_lines(report: BackendReport, out: _Out, indent: str = "  ") -> list[st
             sizes = re.findall(r"--shape (?:\S*=)?(\S+)", report.shape_fix)
             places = list(dict.fromkeys(d for dims in sizes for d in dims.split(",") if not d.isdigit()))
             text = (f"{head}dynamic shapes ({_ops(cause.ops)}); fix them with {fix}"
-                    + (f" ({', '.join(places)}: the sizes your app feeds)" if places else "")
-                    + " or --dim PARAM=VALUE")
+                    + (f" ({', '.join(places)}: the sizes your app feeds)" if places else ""))
         elif cause.kind == "no_rule":
             text = f"{head}{report.backend} has no rule for {_ops(cause.ops, limit=10)}"
         else:
