@@ -8,10 +8,10 @@ import onnx
 import pytest
 import qnn_models
 from click.testing import CliRunner
+from mobile_ep_qnn.backend import QnnBackend
 
 from mobile_ep.cli.main import main
 from mobile_ep.testing import node_support, proposal
-from mobile_ep_qnn.backend import QnnBackend
 
 
 def _cli(*args):

@@ -14,7 +14,7 @@ import pathlib
 import onnx.backend.test
 import pytest
 import qnn_models
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 
 from mobile_ep.errors import ModelError
 from mobile_ep.testing import load_case, onnx_node_cases, run_oracle
@@ -105,7 +105,8 @@ def test_node_case_as_the_real_ep(qnn_backend, qnn_ep, case):
 def test_random_graphs_as_the_real_ep(qnn_backend, qnn_ep):
     done = []
 
-    @settings(max_examples=RANDOM_GRAPHS, deadline=None, derandomize=True,
+    @settings(max_examples=RANDOM_GRAPHS, deadline=None, derandomize=True, database=None,
+              phases=[Phase.explicit, Phase.generate],  # no shrinking: each example costs a real session
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(qnn_models.differential_graphs())
     def run(example):

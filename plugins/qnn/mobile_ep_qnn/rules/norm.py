@@ -61,5 +61,9 @@ class RMSNormalization(QnnRule):
     op_types = ("RMSNormalization",)
 
     def check(self, unit, ctx):
-        """float32/float16 (QNN RmsNorm)."""
+        """float32/float16, normalized over the last axis (QNN RmsNorm)."""
+        rank = ctx.rank(unit.target.inputs[0])
+        axis = attr(unit.target, "axis", -1)
+        if rank is not None and axis not in (-1, rank - 1):
+            return Support.no("an axis other than the last: the QNN EP builds RMSNormalization over the last axis")
         return SUPPORTED

@@ -10,7 +10,9 @@ class Reduce(QnnRule):
     constant_inputs = {1: "axes"}
 
     def check(self, unit, ctx):
-        """float32/float16 or a QDQ unit; constant axes."""
+        """float32/float16 or a QDQ unit; constant axes; noop_with_empty_axes=0."""
+        if attr(unit.target, "noop_with_empty_axes", 0):
+            return Support.no("noop_with_empty_axes=1: the QNN EP reduces with noop_with_empty_axes=0 only")
         return SUPPORTED
 
 

@@ -32,7 +32,11 @@ class Range(QnnRule):
     input_types = {0: FLOATS | INTS}
 
     def check(self, unit, ctx):
-        """A static output shape; float or int32/int64 bounds."""
+        """Start, limit and delta computed in the graph, not graph inputs (the output shape depends on them)."""
+        if any(v is not None and v.is_graph_input() for v in unit.target.inputs):
+            ctx.reads_graph()
+            return Support.no("start, limit or delta is a graph input: the output's length is then not known when "
+                              "the QNN EP builds the graph")
         return SUPPORTED
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._base import SUPPORTED, QnnRule
-from .reshape import ANY_DATA
+from .reshape import ANY_DATA, rank_at_most_5
 
 
 class Transpose(QnnRule):
@@ -11,8 +11,8 @@ class Transpose(QnnRule):
     input_types = {0: ANY_DATA}
 
     def check(self, unit, ctx):
-        """Any permutation."""
-        return SUPPORTED
+        """Any permutation of a tensor of rank 5 at most."""
+        return rank_at_most_5(unit, ctx)
 
 
 class DepthSpace(QnnRule):
