@@ -258,6 +258,7 @@ def test_densenet_report_renders_every_node_without_errors(tmp_path):
     stats = {s["view"]: s for s in result["stats"]}
     assert set(stats) == {"asis:nnapi", "after:nnapi"}
     assert stats["asis:nnapi"]["drawn"] == stats["asis:nnapi"]["total"] == report.nodes
+    assert all(f["top"] < HEIGHT / 2 and f["painted"] > 5000 for f in result["fold"])  # the graph on the first screen
     assert stats["after:nnapi"]["drawn"] == report.after_convert["nnapi"].nodes
 
 
