@@ -93,6 +93,12 @@ class CoreMLBackend(Backend):
             "Compiled partitions: instead of ranges, comma-separated sizes (e.g. 1,2,4) each "
             "dynamic input dim may take, declared as enumerated shapes.",
         )
+        fold_qdq: bool = _option(
+            False,
+            "convert: turn a QDQ model into the float graph it describes (weights dequantized into float32 "
+            "initializers, each activation QuantizeLinear/DequantizeLinear pair into the same rounding in float "
+            "ops) so ORT's CoreML EP, which has no Q/DQ support, can take it (docs/quantized.md).",
+        )
 
         def __post_init__(self) -> None:
             hints = typing.get_type_hints(type(self))
@@ -132,6 +138,8 @@ class CoreMLBackend(Backend):
         """Legalizations: ops ORT's CoreML EP lacks (in one or both formats) with exact decompositions."""
         from mobile_ep import rewrites as r
 
+        from .qdq import FoldDequantizeLinear
+
         return (
             r.SumToAdd(),
             r.MeanToAddDiv(),
@@ -153,7 +161,7 @@ class CoreMLBackend(Backend):
             r.PadToGather(),
             r.LSTMToSteps(),
             r.GRUToSteps(),
-        )
+        ) + ((FoldDequantizeLinear(),) if self.options.fold_qdq else ())
 
     def qdq_ops(self) -> frozenset[str]:
         """None: the CoreML EP is not QDQ-aware (it passes no NodeUnit map to the partitioner)."""

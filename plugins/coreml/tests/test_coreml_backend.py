@@ -68,7 +68,7 @@ def test_every_option_has_help():
     described = CoreMLBackend().describe_options()
     assert [name for name, _, _ in described] == [
         "model_format", "require_static_input_shapes", "compute_units", "deployment_target", "compute_precision",
-        "max_dynamic_dim", "enumerated_dims"]
+        "max_dynamic_dim", "enumerated_dims", "fold_qdq"]
     assert all(text for _, _, text in described)
 
 

@@ -1,0 +1,78 @@
+"""QDQ models on Core ML: ORT's CoreML EP has no Q/DQ support; ``-O coreml.fold_qdq=true`` makes convert turn the
+model into the float graph it describes (mobile_ep_coreml.qdq), which the EP and --compile take whole, verified
+within one quantization step."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import mobile_ep
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "tests"))
+import quant_models  # noqa: E402
+
+FOLD = mobile_ep.Options.build("coreml", options=["coreml.fold_qdq=true"])
+
+
+@pytest.fixture(scope="module")
+def qdq_models(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("qdq")
+    return {name: quant_models.write(name, folder) for name in quant_models.ARCHITECTURES}
+
+
+def _within_one_step(result) -> None:
+    assert result.verification and all(v.ok for v in result.verification)
+    assert max(o.max_steps for v in result.verification for o in v.outputs) <= 1
+
+
+def test_without_the_option_the_ep_takes_little_of_a_qdq_model(qdq_models, tmp_path):
+    result = mobile_ep.convert(qdq_models["resnet18"], "coreml", tmp_path)
+    assert "fold-qdq" not in {r["rewrite"] for r in result.check.rewrites}
+    assert result.check.supported_nodes < 0.5 * result.check.nodes
+
+
+@pytest.mark.parametrize("name", tuple(quant_models.ARCHITECTURES))
+def test_fold_qdq_makes_one_partition_verified_within_one_step(qdq_models, name, tmp_path):
+    result = mobile_ep.convert(qdq_models[name], "coreml", tmp_path, options=FOLD)
+    report = result.check
+    assert "fold-qdq" in {r["rewrite"] for r in report.rewrites}
+    assert len(report.partitions) == 1 and report.supported_nodes == report.nodes
+    _within_one_step(result)
+
+
+def test_fold_qdq_compiles_one_partition(qdq_models, tmp_path):
+    result = mobile_ep.convert(qdq_models["mobilenet_v2"], "coreml", tmp_path, compile=True, options=FOLD)
+    assert len(result.compiled.compiled) == 1 and not result.compiled.failures
+    _within_one_step(result)
+
+
+def test_a_folded_weight_is_what_onnxruntime_dequantizes(tmp_path):
+    # a per-axis int8 weight and an int32 bias, dequantized by onnxruntime and by the fold
+    rng = np.random.default_rng(0)
+    w = rng.integers(-128, 128, (4, 3, 1, 1)).astype(np.int8)
+    scales = np.array([0.1, 0.02, 0.3, 0.004], np.float32)
+    nodes = [helper.make_node("DequantizeLinear", ["w", "s", "z"], ["w_f"], axis=0),
+             helper.make_node("Conv", ["x", "w_f"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(scales, "s"),
+                               numpy_helper.from_array(np.zeros(4, np.int8), "z")])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=10), str(path))
+    result = mobile_ep.convert(path, "coreml", tmp_path / "out", options=FOLD)
+    assert [r["rewrite"] for r in result.check.rewrites] == ["fold-qdq"] and result.check.supported_nodes == 1
+    written = onnx.load(result.outputs["onnx"])
+    folded = numpy_helper.to_array(next(t for t in written.graph.initializer
+                                        if t.dims == [4, 3, 1, 1] and t.data_type == TensorProto.FLOAT))
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    x = np.zeros((1, 3, 4, 4), np.float32)
+    x[0, :, 0, 0] = 1.0  # the output at (0, 0) of each channel is the sum of its three weights
+    expected = session.run(None, {"x": x})[0][0, :, 0, 0]
+    np.testing.assert_array_equal(folded.sum(axis=(1, 2, 3), dtype=np.float32), expected)
