@@ -240,3 +240,20 @@ def test_light_model_report_without_browser(tmp_path):
     page = html.render(report)
     data = json.loads(re.search(r"type='application/json'>(.*?)</script>", page, re.S).group(1))
     assert len(data["graphs"]["asis"]["names"]) == report.nodes
+
+
+def test_page_order_and_cpu_nodes_grouped_by_cause(tmp_path, plugins):
+    """Summary, then the graph, then the details collapsed; the nodes left on CPU one row per cause."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"), helper.make_node("Sigmoid", ["a"], ["b"], name="sig"),
+             helper.make_node("Erf", ["b"], ["y"], name="erf")]
+    path = tmp_path / "dyn.onnx"
+    path.write_bytes(make_model(nodes, [tensor("x", ["N", 4])], [tensor("y", ["N", 4])]).SerializeToString())
+    with nodegraph.recording():
+        report = api.check(path, ["toy"], plugins=plugins)
+    page = html.render(report)
+    assert page.index("id='summary'") < page.index("id='graphs'") < page.index("id='tables'")
+    assert "<details open" not in page and "<details class='backend' open" not in page
+    tables = page[page.index("id='tables'"):]
+    rows = re.findall(r"<tr><td class='num'>(\d+)</td><td>([^<]*)</td>", tables)
+    assert ("2", "dynamic shapes (Relu, Sigmoid): fix them with --shape x=1,4") in rows
+    assert ("1", "toy has no rule for Erf") in rows
