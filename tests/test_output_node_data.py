@@ -22,7 +22,7 @@ def run(*args):
 
 def _node_ids(path):
     graph = onnx.load(path, load_external_data=False).graph
-    return [n.name or f"<node_{i}>" for i, n in enumerate(graph.node)], graph
+    return [n.name or n.output[0] for n in graph.node], graph
 
 
 def test_check_node_data_names_every_node_and_the_sums(tmp_path):

@@ -2,8 +2,9 @@
 
 ``mobile-ep check/convert MODEL --node-data FILE.json`` writes one node-data file per backend in Model
 Explorer's ``GraphNodeData`` format (the schema of ``model_explorer.node_data_builder``): for each node of
-the original model, keyed by the node id Model Explorer's ONNX adapter (``model-explorer-onnx``) gives it
-(its name, or ``<node_i>`` when it has none), a label — the backend and partition that take it, or
+the original model, keyed by its name (the node id Model Explorer's ONNX adapter, ``model-explorer-onnx``,
+gives it) or, for a node without a name, by its first output's name (node data may name a node by an
+output tensor), a label — the backend and partition that take it, or
 ``CPU: <the reason>`` — and a colour.  Open it with::
 
     model-explorer model.onnx --extensions=model_explorer_onnx --node_data_paths=FILE.json
@@ -51,8 +52,8 @@ def _labels(report: BackendReport) -> dict[str, tuple[str, str]]:
 
 
 def node_labels(report: BackendReport, model) -> dict[str, tuple[str, str]]:
-    """(label, colour) of every node of the main graph of *model* (the original ``onnx.ModelProto``), keyed as Model Explorer's
-    ONNX adapter keys nodes: by name, ``<node_i>`` for an unnamed node."""
+    """(label, colour) of every node of the main graph of *model* (the original ``onnx.ModelProto``), keyed
+    by name as Model Explorer's ONNX adapter keys nodes; an unnamed node by its first output's name."""
     labels = _labels(report)
     produced_by: dict[str, str] = {}
     if report.graph is not None:
@@ -61,7 +62,7 @@ def node_labels(report: BackendReport, model) -> dict[str, tuple[str, str]]:
                 produced_by[output] = node.name
     result = {}
     for index, node in enumerate(model.graph.node):
-        key = node.name or f"<node_{index}>"
+        key = node.name or next((o for o in node.output if o), f"<node_{index}>")
         found = labels.get(node.name) if node.name else None
         if found is None:  # merged (a fusion) or renamed: the node that produces its output now
             owner = next((produced_by[o] for o in node.output if o in produced_by), None)
