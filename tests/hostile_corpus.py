@@ -820,6 +820,15 @@ def external_length_past_end(g):
 
 
 @case
+def external_huge_offset(g):
+    location = weights_file(g)
+    key = g.rng.choice(["offset", "length"])
+    digits = g.rng.randint(20, 6000)  # (past Python's 4,300-digit limit for int())
+    path, w = external_model(g, location=location, **{key: "9" * digits})
+    return path, f"external data of initializer {w!r} refused: {key} of {digits:,} digits is larger than any file"
+
+
+@case
 def external_bad_offset(g):
     location = weights_file(g)
     offset = g.rng.choice(["-8", "abc", "1e3", " 4", "0x10", "٣"])

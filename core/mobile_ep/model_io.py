@@ -282,6 +282,8 @@ class _Guard:
         for key, text in (("offset", offset), ("length", length)):
             if text is not None and not (text.isascii() and text.isdigit()):
                 refuse(f"{key} {text!r} is not a non-negative integer")
+            if text is not None and len(text.lstrip("0")) > 19:  # (more than any file can hold: 2**63)
+                refuse(f"{key} of {len(text.lstrip('0')):,} digits is larger than any file")
         if length is not None and expected is not None and int(length) != expected:
             refuse(f"length {int(length):,} does not match its shape {list(tensor.dims)} of "
                    f"{_type_name(tensor.data_type)} ({expected:,} bytes)")

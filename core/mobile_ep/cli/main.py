@@ -15,6 +15,7 @@ import click
 from mobile_ep import __version__
 from mobile_ep.errors import EXIT_BACKEND, EXIT_FAILURE, MobileEpError, UsageError
 from mobile_ep.options import Options
+from mobile_ep.textsafe import EscapingFormatter, escape
 
 if TYPE_CHECKING:  # (the command imports the pipeline, onnx and the plugins only when a subcommand runs)
     from mobile_ep.cli import batch
@@ -73,7 +74,7 @@ class _Group(click.Group):
         except MobileEpError as exc:
             if _debug(ctx):
                 raise
-            click.echo(f"mobile-ep: error: {exc}", err=True)
+            click.echo(f"mobile-ep: error: {escape(str(exc), one_line=True)}", err=True)
             ctx.exit(exc.exit_code)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
@@ -83,7 +84,7 @@ class _Group(click.Group):
         except Exception as exc:
             if _debug(ctx):
                 raise
-            message = " ".join(str(exc).split()) or "no message"
+            message = escape(" ".join(str(exc).split()), one_line=True) or "no message"
             click.echo(f"mobile-ep: internal error: {type(exc).__name__}: {message} "
                        "(rerun with --debug for the traceback)", err=True)
             ctx.exit(EXIT_FAILURE)
@@ -130,7 +131,9 @@ def main(ctx: click.Context, debug: bool, verbose: int, quiet: bool, strict: boo
     ctx.obj = _State(debug, verbose, quiet, strict)
     ctx.obj._plugins = given
     level = logging.DEBUG if verbose >= 2 else logging.WARNING
-    logging.basicConfig(level=level, format="mobile-ep: %(levelname)s: %(name)s: %(message)s")
+    handler = logging.StreamHandler()  # (log lines name models' nodes and files: escaped)
+    handler.setFormatter(EscapingFormatter("mobile-ep: %(levelname)s: %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 _EP_HELP = "Backend(s), comma-separated, in priority order (default: all installed)."
@@ -266,7 +269,7 @@ def _show(state: _State, result: CheckReport | ConvertReport, html_path: pathlib
     if as_json:
         click.echo(report.to_json(result))
     elif not state.quiet:
-        click.echo(text(result, verbose=state.verbose > 0), nl=False)
+        click.echo(escape(text(result, verbose=state.verbose > 0)), nl=False)
 
 
 def _html_folder(path: pathlib.Path | None) -> pathlib.Path | None:
@@ -301,11 +304,11 @@ def _run_batch(state: _State, paths: Sequence[pathlib.Path], work, jobs: int) ->
     def on_result(result: batch.ModelResult) -> None:
         with progress.paused():
             if not result.ok:
-                click.echo(f"mobile-ep: error: {result.error}" if result.model in result.error
-                           else f"mobile-ep: error: {result.model}: {result.error}", err=True)
+                click.echo(escape(f"mobile-ep: error: {result.error}" if result.model in result.error
+                                  else f"mobile-ep: error: {result.model}: {result.error}", one_line=True), err=True)
             elif result.text:
-                click.echo(f"== {result.model}", nl=True)
-                click.echo(result.text, nl=False)
+                click.echo(escape(f"== {result.model}", one_line=True), nl=True)
+                click.echo(escape(result.text), nl=False)
 
     with _progress(state):
         return batch.run_many(paths, work, jobs=jobs, debug=state.debug, on_result=on_result)
@@ -357,7 +360,7 @@ def _finish_batch(state: _State, results: Sequence[batch.ModelResult], kind: str
     if as_json:
         click.echo(json.dumps(batch.batch_json(results), indent=2))
     elif not state.quiet:
-        click.echo(batch.summary_table(results, kind), nl=False)
+        click.echo(escape(batch.summary_table(results, kind)), nl=False)
     failed = [r for r in results if not r.ok]
     if failed:
         raise batch.SomeModelsFailed(f"{len(failed)} of {len(results)} models failed: "
@@ -503,7 +506,7 @@ def _compile_warning(state: _State, result: ConvertReport) -> None:
         return
     if state.strict:
         raise BackendError(f"{warning} (--strict)")
-    click.echo(f"mobile-ep: warning: {warning}", err=True)
+    click.echo(f"mobile-ep: warning: {escape(warning, one_line=True)}", err=True)
 
 
 def _convert_many(state: _State, arguments: Sequence[pathlib.Path], output: pathlib.Path, options: Options,
@@ -572,7 +575,7 @@ def quantize(state: _State, model: pathlib.Path, ep: str, calibration: pathlib.P
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
     elif not state.quiet:
-        click.echo(result.text(), nl=False)
+        click.echo(escape(result.text()), nl=False)
 
 
 @main.command()
@@ -612,7 +615,7 @@ def explain(state: _State, model: pathlib.Path, node: str, eps: str | None, opti
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
     elif not state.quiet:
-        click.echo(result.text(verbose=state.verbose > 0), nl=False)
+        click.echo(escape(result.text(verbose=state.verbose > 0)), nl=False)
 
 
 @main.command(name="list")
@@ -718,7 +721,7 @@ def conformance(state: _State, eps: str | None, option_values: tuple[str, ...], 
         click.echo(json.dumps([r.as_dict() for r in results], indent=2))
     elif not state.quiet:
         for result in results:
-            click.echo(result.text(verbose=state.verbose > 0), nl=False)
+            click.echo(escape(result.text(verbose=state.verbose > 0)), nl=False)
     failed = [r for r in results if not r.ok]
     if failed:
         cases = sum(r.count("failed") for r in failed) + sum(m.status != "passed" for r in failed for m in r.models)
