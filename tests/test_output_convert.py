@@ -24,3 +24,17 @@ def test_convert_text_reports_relative_error_only_above_its_floor(tmp_path, plug
     for line in verified:
         assert line.startswith("z: ok, max abs ")
         assert "where |reference| > 1e-04" in line or "relative error not measured" in line
+
+
+def test_check_suggests_a_shape_for_every_dynamic_input(tmp_path, plugins):
+    path = tmp_path / "two.onnx"
+    nodes = [helper.make_node("Add", ["ids", "mask"], ["s"], name="add"), helper.make_node("Relu", ["s"], ["y"], name="relu"),
+             helper.make_node("Relu", ["img"], ["z"], name="relu_img")]
+    inputs = [tensor("ids", ["batch", "seq"]), tensor("mask", ["batch", "seq"]), tensor("img", ["batch", None, None, 3])]
+    path.write_bytes(make_model(nodes, inputs, [tensor("y", ["batch", "seq"]),
+                                                tensor("z", ["batch", None, None, 3])]).SerializeToString())
+    result = CliRunner().invoke(main, ["check", str(path), "--ep", "toy"], obj=plugins, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert ("3 nodes on CPU: dynamic shapes (Relu x2, Add); fix them with --shape ids=1,seq --shape mask=1,seq "
+            "--shape img=1,H,W,3 (seq, H, W: the sizes your app feeds)") in text
