@@ -135,3 +135,13 @@ def test_help_names_backend_options_with_their_prefix():
     text = run("convert", "--help").stdout
     assert "-O coreml.model_format=NeuralNetwork" in text
     assert "-O model_format" not in text
+
+
+def test_a_cause_convert_rewrites_says_so():
+    from mepkit import LIGHT_DIR
+
+    result = run("check", LIGHT_DIR / "light_resnet50.onnx", "--ep", "nnapi")
+    assert result.exit_code == 0, result.output
+    assert ("    16 nodes on CPU: nnapi has no rule for Sum x16; mobile-ep convert rewrites them (sum-to-add x16)\n"
+            in result.stdout)
+    assert len(result.stdout.splitlines()) <= 8

@@ -77,8 +77,11 @@ def _ops(ops: dict[str, int], limit: int = 6) -> str:
     return ", ".join(items[:limit]) + (f", +{len(items) - limit} more ops" if len(items) > limit else "")
 
 
-def cause_lines(report: BackendReport, out: _Out, indent: str = "  ") -> list[str]:
-    """One line (wrapped) per cause: how many nodes, the ops, the cause and what to do about it."""
+def cause_lines(report: BackendReport, out: _Out, indent: str = "  ", after: BackendReport | None = None
+                ) -> list[str]:
+    """One line (wrapped) per cause: how many nodes, the ops, the cause and what to do about it (with *after*,
+    the report after convert: the rewrites convert applies to those nodes)."""
+    rewritten = {r.get("node"): r.get("rewrite") for r in after.rewrites} if after is not None else {}
     lines = []
     for cause in causes(report):
         count = len(cause.nodes)
@@ -95,6 +98,14 @@ def cause_lines(report: BackendReport, out: _Out, indent: str = "  ") -> list[st
             text = f"{head}{_ops(cause.ops)}: {cause.text}"
         if count <= 3:
             text += f" ({', '.join(cause.nodes)})"
+        applied: dict[str, int] = {}
+        for name in cause.nodes:
+            if name in rewritten:
+                applied[rewritten[name]] = applied.get(rewritten[name], 0) + 1
+        if applied:
+            done = sum(applied.values())
+            text += (f"; mobile-ep convert rewrites {'them' if done == count else f'{done} of them'} "
+                     f"({', '.join(f'{k} x{v}' for k, v in sorted(applied.items()))})")
         lines.extend(out.wrap(text, indent + "  "))
     return lines
 
@@ -110,7 +121,7 @@ def _node_rows(report: BackendReport, out: _Out) -> list[str]:
 
 
 def backend_text(report: BackendReport, *, verbose: bool = False, width: int | None = None,
-                 out: _Out | None = None, label: str = "") -> list[str]:
+                 out: _Out | None = None, label: str = "", after: BackendReport | None = None) -> list[str]:
     """One backend: its result in one line, then one line per cause (every node with *verbose*)."""
     out = out or _Out()
     if width is not None:
@@ -119,7 +130,7 @@ def backend_text(report: BackendReport, *, verbose: bool = False, width: int | N
     lines = out.wrap(f"{title}: {_result(report)} - {_VERDICTS[report.verdict]}", "", "  ")
     if verbose and report.options:
         lines.extend(out.wrap("options: " + " ".join(f"{k}={v}" for k, v in report.options.items()), "  "))
-    lines.extend(cause_lines(report, out))
+    lines.extend(cause_lines(report, out, after=after))
     if verbose:
         lines.extend(_node_rows(report, out))
     return lines
@@ -160,7 +171,8 @@ def check_text(report: CheckReport, *, verbose: bool = False, combined: bool | N
         after = report.after_convert.get(name)
         subject = after if fixed and after is not None else as_is
         lines.extend(backend_text(subject, verbose=verbose, out=out,
-                                  label="shapes fixed, after mobile-ep convert" if subject is after else ""))
+                                  label="shapes fixed, after mobile-ep convert" if subject is after else "",
+                                  after=after if subject is as_is else None))
         if subject is after:
             lines.extend(out.wrap(f"as is (no --shape/--dim, no rewrites): {_after_summary(as_is)}", "  "))
             if after.rewrites:
