@@ -77,7 +77,7 @@ def test_configure_reports_bad_values(values, message):
 def test_every_option_has_help():
     described = NnapiBackend().describe_options()
     assert [name for name, _, _ in described] == ["api_level", "use_fp16", "use_nchw", "cpu_disabled", "cpu_only",
-                                                   "stop_ops", "compile_ops", "preference"]
+                                                   "stop_ops", "compile_ops", "approximate_erf", "preference"]
     assert all(help_text for _, _, help_text in described)
 
 
