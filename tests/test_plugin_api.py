@@ -158,7 +158,7 @@ def test_each_broken_plugin_is_reported_by_name_and_costs_only_itself(site):
     assert signature.message.startswith("has an invalid hook: ") and "'reg'" in signature.message
     (typo,) = only(plugins, "misspelled")
     assert typo.message.startswith("implements unknown hook 'mobile_ep_register_backend' (known hooks: "
-                                   "mobile_ep_register_backends")
+                                   "mobile_ep_quantization_config, mobile_ep_register_backends")
     (api,) = only(plugins, "future_api")
     assert isinstance(api.error, PluginApiError)
     assert api.message == ("failed to register backends: plugin 'future_api': backend 'future' needs mobile-ep "
