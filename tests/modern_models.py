@@ -4,7 +4,8 @@ Random weights, small sizes (the tests convert and verify each in seconds).  Eac
 ``onnx.ModelProto`` with static input shapes, IR version 10:
 
 - :func:`bert`: a BERT-style encoder (embeddings, attention with an additive mask from an int64
-  ``attention_mask`` input, GELU through ``Erf`` as TorchScript exports it, LayerNormalization, pooler);
+  ``attention_mask`` input, GELU through ``Erf`` as TorchScript exports it, LayerNormalization, pooler;
+  ``dynamo=True``: the mask through ``Where`` and ``IsNaN``);
 - :func:`vit`: a ViT (patch Conv, class token, attention, Erf GELU);
 - :func:`whisper_encoder`: 1-D Convs with Erf GELU, then attention blocks;
 - :func:`lstm_speech` / :func:`gru_speech`: recurrent keyword spotters (bidirectional, initial states);
@@ -12,7 +13,8 @@ Random weights, small sizes (the tests convert and verify each in seconds).  Eac
 - :func:`dbnet_head`: a DBNet-style detection head with ``ConvTranspose`` kernel = stride = 2;
 - :func:`svtr_rec`: an SVTR-style recognizer whose attention splits QKV as a rank-5 ``[B,T,3,H,D]`` tensor;
 - :func:`squeezenet`: SqueezeNet 1.1 (fire modules, ``MaxPool`` with ``ceil_mode=1``);
-- :func:`shufflenet`: ShuffleNetV2 units (Split, Concat, the rank-5 channel shuffle).
+- :func:`shufflenet`: ShuffleNetV2 units (Split, Concat, the rank-5 channel shuffle);
+- :func:`ssdlite_head`: SSDlite-style box and class heads through rank-5 Reshape/Transpose.
 """
 
 from __future__ import annotations
@@ -121,14 +123,21 @@ def _out(name: str) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
 
 
-def bert(seq: int = 16, hidden: int = 32, heads: int = 2, layers: int = 2, vocab: int = 50) -> onnx.ModelProto:
+def bert(seq: int = 16, hidden: int = 32, heads: int = 2, layers: int = 2, vocab: int = 50, dynamo: bool = False
+         ) -> onnx.ModelProto:
+    """TorchScript's additive mask, (1 - mask[:, None, None, :]) * -10000; with *dynamo*, the dynamo exporter's
+    Where(mask, 0, -inf) with an IsNaN guard."""
     g = Graph(1)
     emb = g.op("Gather", g.weight(vocab, hidden, scale=0.5), "input_ids", axis=0)
     emb = g.op("Add", emb, g.weight(1, seq, hidden, scale=0.5))
     x = g.layernorm(emb, hidden)
-    # the additive mask: (1 - mask[:, None, None, :]) * -10000, from the int64 mask
-    m = g.op("Cast", g.op("Unsqueeze", "attention_mask", g.ints(1, 2)), to=TensorProto.FLOAT)
-    mask = g.op("Mul", g.op("Sub", g.scalar(1.0), m), g.scalar(-10000.0))
+    if dynamo:
+        keep = g.op("Cast", g.op("Unsqueeze", "attention_mask", g.ints(1, 2)), to=TensorProto.BOOL)
+        mask = g.op("Where", keep, g.scalar(0.0), g.scalar(float("-inf")))
+        mask = g.op("Where", g.op("IsNaN", mask), g.scalar(0.0), mask)
+    else:
+        m = g.op("Cast", g.op("Unsqueeze", "attention_mask", g.ints(1, 2)), to=TensorProto.FLOAT)
+        mask = g.op("Mul", g.op("Sub", g.scalar(1.0), m), g.scalar(-10000.0))
     for _ in range(layers):
         x = g.encoder_layer(x, seq, hidden, heads, mask)
     first = g.op("Gather", x, g.const(np.array(0, np.int64)), axis=1)
@@ -341,6 +350,25 @@ def shufflenet(size: int = 16, channels: int = 16, units: int = 2) -> onnx.Model
     return g.model([_f("x", [1, 3, size, size])], [_out("pooled")], opset=13)
 
 
+def ssdlite_head(size: int = 16, anchors: int = 3, classes: int = 5) -> onnx.ModelProto:
+    """SSDlite-style heads on two feature maps: each conv output [N, A*K, H, W] viewed as [N, A, K, H, W],
+    permuted to [N, H, W, A, K] and flattened to [N, H*W*A, K], as torchvision exports it."""
+    g = Graph(13)
+    x = g.op("Relu", g.conv("x", 3, 16, 3, stride=2, pad=1))
+    maps = [(x, size // 2), (g.op("Relu", g.conv(x, 16, 16, 3, stride=2, pad=1)), size // 4)]
+
+    def head(v: str, side: int, k: int) -> str:
+        y = g.conv(v, 16, anchors * k, 3, pad=1)
+        y = g.op("Transpose", g.op("Reshape", y, g.ints(1, anchors, k, side, side)), perm=[0, 3, 4, 1, 2])
+        return g.op("Reshape", y, g.ints(1, side * side * anchors, k))
+
+    scores = g.op("Concat", *(head(v, side, classes) for v, side in maps), axis=1)
+    g.nodes.append(helper.make_node("Softmax", [scores], ["scores"], name="scores", axis=-1))
+    g.nodes.append(helper.make_node("Concat", [head(v, side, 4) for v, side in maps], ["boxes"], name="boxes",
+                                    axis=1))
+    return g.model([_f("x", [1, 3, size, size])], [_out("scores"), _out("boxes")], opset=13)
+
+
 #: Every builder, by name.
 MODELS = {f.__name__: f for f in (bert, vit, whisper_encoder, lstm_speech, gru_speech, vad, dbnet_head, svtr_rec,
-                                   squeezenet, shufflenet)}
+                                   squeezenet, shufflenet, ssdlite_head)}

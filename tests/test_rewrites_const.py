@@ -77,3 +77,16 @@ def test_bad_constants_are_one_line_errors(tmp_path, const, message):
     result = CliRunner().invoke(main, ["check", str(source), "--ep", "nnapi", "--const", const])
     assert result.exit_code == UsageError.exit_code
     assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_a_constant_mask_folds_the_dynamo_exporters_where_and_isnan(tmp_path):
+    source = tmp_path / "bert.onnx"
+    onnx.save(modern_models.bert(dynamo=True), source)
+    out = tmp_path / "out"
+    mobile_ep.convert(source, "nnapi", out, cost_model=False, const={"attention_mask": 1})
+    report = json.loads((out / "report.json").read_text())
+    partitioning = report["partitioning"]
+    assert [u["op"] for u in partitioning["unsupported"]] == ["Gather"]  # (the int64 token ids of the input)
+    assert len(partitioning["partitions"]) == 1 and partitioning["supported_nodes"] >= 0.97 * partitioning["nodes"]
+    assert all(v["ok"] for v in report["verification"])
+    assert not {"Where", "IsNaN", "Cast"} & {n.op_type for n in onnx.load(out / "bert.nnapi.onnx").graph.node}

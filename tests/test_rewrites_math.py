@@ -81,3 +81,36 @@ def test_rank5_head_split_is_exact(tmp_path, perm, sliced_axis, after):
     ranks = [len(v.type.tensor_type.shape.dim) for v in [*new.graph.value_info, *new.graph.output]]
     assert max(ranks) <= 4
     assert_same(run(proto, feeds), run(new, feeds), exact=True)
+
+
+@pytest.mark.parametrize("mid, perm, out", [
+    ([1, 3, 4, 5, 6], [0, 3, 4, 1, 2], [1, 90, 4]),  # SSD head: [N, A, K, H, W] -> [N, H, W, A, K] -> [N, HWA, K]
+    ([1, 2, 4, 5, 6], [0, 2, 1, 3, 4], [1, 8, 5, 6]),  # channel shuffle
+    ([2, 3, 4, 5, 1], [1, 0, 2, 3, 4], [3, 2, 20]),
+])
+def test_rank5_transpose_merge_is_exact(tmp_path, mid, perm, out):
+    source = [mid[0], mid[1] * mid[2], mid[3], mid[4]]
+    nodes = [helper.make_node("Reshape", ["x", "s5"], ["r"], name="r"),
+             helper.make_node("Transpose", ["r"], ["t"], name="t", perm=perm),
+             helper.make_node("Reshape", ["t", "so"], ["y"], name="y")]
+    inits = [const("s5", np.array(mid, np.int64)), const("so", np.array(out, np.int64))]
+    proto = make_model(nodes, [tensor("x", source)], [tensor("y", out)], inits)
+    rewrite = rewrites.Rank5TransposeMerge()
+    new, legal = legalized(proto, rewrite, tmp_path, Mobile(rewrite))
+    assert len(legal.applied) == 1, legal.skipped
+    ranks = [len(v.type.tensor_type.shape.dim) for v in [*new.graph.value_info, *new.graph.output]]
+    assert max(ranks) <= 4
+    feeds = {"x": np.resize(np.concatenate([EDGE, rnd(40)]), source).astype(np.float32)}
+    assert_same(run(proto, feeds), run(new, feeds), exact=True)
+
+
+def test_rank5_transpose_that_separates_every_axis_is_left_alone(tmp_path):
+    nodes = [helper.make_node("Reshape", ["x", "s5"], ["r"], name="r"),
+             helper.make_node("Transpose", ["r"], ["t"], name="t", perm=[4, 3, 2, 1, 0]),
+             helper.make_node("Reshape", ["t", "so"], ["y"], name="y")]
+    inits = [const("s5", np.array([2, 2, 2, 2, 2], np.int64)), const("so", np.array([4, 8], np.int64))]
+    proto = make_model(nodes, [tensor("x", [4, 8])], [tensor("y", [4, 8])], inits)
+    rewrite = rewrites.Rank5TransposeMerge()
+    _, legal = legalized(proto, rewrite, tmp_path, Mobile(rewrite))
+    assert legal.applied == []
+    assert [s.reason for s in legal.skipped if s.node == "y"] == ["no axes stay together through the Transpose"]

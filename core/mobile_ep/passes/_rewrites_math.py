@@ -14,7 +14,7 @@ import onnx_ir as ir
 from mobile_ep.contract import RuleContext, Support, attr
 from mobile_ep.contract.rewrite import Builder, Rewrite
 
-__all__ = ["ErfApproximation", "Rank5HeadSplit"]
+__all__ = ["ErfApproximation", "Rank5HeadSplit", "Rank5TransposeMerge"]
 
 #: erf(x) ~ x * P(x^2) / Q(x^2) on x clamped to [-4, 4]: a rational fit (weighted least squares, then
 #: Lawson's reweighting) to erf on [0, 4]; |error| <= 2e-9 in exact arithmetic, <= 4e-7 evaluated in float32.
@@ -142,3 +142,60 @@ class Rank5HeadSplit(Rewrite):
         if order == sorted(order):
             return [four]
         return [b.op("Transpose", [four], shape=out, dtype=dtype, perm=order)]
+
+
+def _merged_axes(shape: Sequence[int], perm: Sequence[int]) -> list[list[int]]:
+    """Runs of axes of *shape* that stay next to each other, in order, after *perm*: each run can be one axis."""
+    runs: list[list[int]] = []
+    for axis in perm:
+        if runs and runs[-1][-1] + 1 == axis:
+            runs[-1].append(axis)
+        else:
+            runs.append([axis])
+    return sorted(runs)
+
+
+class Rank5TransposeMerge(Rewrite):
+    """Reshape(Transpose(Reshape(x) to rank 5)) where axes the Transpose keeps together can be merged (a
+    detection head's [N, A, K, H, W] -> [N, H, W, A, K] is [N, A*K, H, W] -> [N, H, W, A*K]) -> Reshape to the
+    merged rank <= 4 shape, Transpose, Reshape (exact: the same elements moved)."""
+
+    name = "rank5-transpose-merge"
+    op_types = ("Reshape",)
+
+    def _chain(self, node: ir.Node, ctx: RuleContext):
+        transpose = node.inputs[0].producer() if node.inputs[0] is not None else None
+        if transpose is None or transpose.op_type != "Transpose":
+            return Support.no("not a Reshape of a Transpose")
+        first = transpose.inputs[0].producer() if transpose.inputs[0] is not None else None
+        mid = ctx.static_shape(transpose.inputs[0])
+        out = ctx.static_shape(node.outputs[0])
+        if mid is None or out is None or len(mid) != 5 or len(out) > 4:
+            return Support.no("the Transpose is not of a static rank-5 tensor reshaped to rank <= 4")
+        source = first.inputs[0] if first is not None and first.op_type == "Reshape" else transpose.inputs[0]
+        if ctx.static_shape(source) is None or len(ctx.static_shape(source)) > 4:  # type: ignore[arg-type]
+            return Support.no("the rank-5 tensor does not come from a Reshape of a rank <= 4 tensor")
+        perm = list(attr(transpose, "perm", range(4, -1, -1)))
+        runs = _merged_axes(mid, perm)
+        if len(runs) > 4:
+            return Support.no("no axes stay together through the Transpose")
+        return source, mid, perm, runs, out
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        chain = self._chain(node, ctx)
+        return chain if isinstance(chain, Support) else Support.yes()
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        source, mid, perm, runs, out = self._chain(node, ctx)
+        dtype = ctx.dtype(source)
+
+        def reshape(x: ir.Value, shape: Sequence[int]) -> ir.Value:
+            return b.op("Reshape", [x, b.const(np.array(shape, np.int64), "shape")], shape=tuple(shape), dtype=dtype)
+
+        merged = [int(np.prod([mid[a] for a in run], dtype=np.int64)) for run in runs]
+        x = source if ctx.static_shape(source) == tuple(merged) else reshape(source, merged)
+        position = {run[0]: i for i, run in enumerate(runs)}
+        order = [position[a] for a in perm if a in position]
+        moved = tuple(merged[i] for i in order)
+        y = b.op("Transpose", [x], shape=moved, dtype=dtype, perm=order)
+        return [y if moved == tuple(out) else reshape(y, out)]

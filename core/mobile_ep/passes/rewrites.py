@@ -15,7 +15,7 @@ import onnx_ir as ir
 
 from mobile_ep.contract import RuleContext, Support, attr
 from mobile_ep.contract.rewrite import Builder, Rewrite, broadcast_shapes
-from mobile_ep.passes._rewrites_math import ErfApproximation, Rank5HeadSplit
+from mobile_ep.passes._rewrites_math import ErfApproximation, Rank5HeadSplit, Rank5TransposeMerge
 from mobile_ep.passes._rewrites_rnn import GRUToSteps, LSTMToSteps
 from mobile_ep.passes._rewrites_spatial import (
     ConvTo2D,
@@ -53,6 +53,7 @@ __all__ = [
     "PadToGather",
     "ErfApproximation",
     "Rank5HeadSplit",
+    "Rank5TransposeMerge",
     "LSTMToSteps",
     "GRUToSteps",
 ]

@@ -190,6 +190,7 @@ class NnapiBackend(Backend):
             r.LSTMToSteps(),
             r.GRUToSteps(),
             r.Rank5HeadSplit(),
+            r.Rank5TransposeMerge(),
             q.QdqFlattenToReshape(),
             q.QdqSigmoidToTanh(),
         ) + ((r.ErfApproximation(),) if self.options.approximate_erf else ())
