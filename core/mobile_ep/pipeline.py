@@ -30,7 +30,7 @@ import onnx_ir as ir
 
 from mobile_ep import model_io, progress, runtime
 from mobile_ep.contract import Backend
-from mobile_ep.contract.plugins import Plugins, make_plugins
+from mobile_ep.contract.plugins import Plugins, guarded, make_plugins
 from mobile_ep.errors import BackendError, UsageError
 from mobile_ep.options import Options
 from mobile_ep.passes import const_inputs, export, fuse_cpu, load, to_epcontext
@@ -200,7 +200,8 @@ def resolve_backends(options: Options, plugins: Plugins | None = None) -> list[B
         raise UsageError(f"options given for backend(s) not selected: {', '.join(sorted(unknown))}")
     if len(set(names)) != len(names):
         raise UsageError(f"backend {next(n for n in names if names.count(n) > 1)!r} given twice")
-    return [plugins.backend(name).configure(options.backend_options.get(name, {})) for name in names]
+    return [guarded(plugins.backend(name).configure(options.backend_options.get(name, {})), plugin=plugins.origin(name),
+                    strict=options.strict) for name in names]  # (the plugin contract kept, per model)
 
 
 def _refuse_overwriting(source: pathlib.Path, outputs) -> None:

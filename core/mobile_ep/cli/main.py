@@ -101,9 +101,11 @@ def _debug(ctx: click.Context) -> bool:
 @click.option("--debug", is_flag=True, help="Show full tracebacks instead of one-line errors.")
 @click.option("-v", "--verbose", count=True, help="More detail (every node left on CPU; -vv: log messages).")
 @click.option("-q", "--quiet", is_flag=True, help="Print only errors (and --json output).")
-@click.option("--strict", is_flag=True, help="Treat a plugin that fails to load as an error (exit 5).")
+@click.option("--strict", is_flag=True, help="Treat a plugin that fails to load or breaks its contract as an error (exit 5).")
+@click.option("--rule-budget", type=float, metavar="SECONDS", help="Time a backend's rules may spend on one model "
+              "(default 5; past it the backend is dropped for that model).")
 @click.pass_context
-def main(ctx: click.Context, debug: bool, verbose: int, quiet: bool, strict: bool) -> None:
+def main(ctx: click.Context, debug: bool, verbose: int, quiet: bool, strict: bool, rule_budget: float | None) -> None:
     """Get ONNX models onto mobile accelerators: Android NNAPI, Apple Core ML, and backend plugins.
 
     \b
@@ -129,6 +131,12 @@ def main(ctx: click.Context, debug: bool, verbose: int, quiet: bool, strict: boo
 
         given = ctx.obj if isinstance(ctx.obj, Plugins) else None
     ctx.obj = _State(debug, verbose, quiet, strict)
+    if rule_budget is not None:
+        import os
+
+        from mobile_ep.contract.plugins import RULE_BUDGET_ENV
+
+        os.environ[RULE_BUDGET_ENV] = str(rule_budget)
     ctx.obj._plugins = given
     level = logging.DEBUG if verbose >= 2 else logging.WARNING
     handler = logging.StreamHandler()  # (log lines name models' nodes and files: escaped)

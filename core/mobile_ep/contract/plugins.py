@@ -6,14 +6,25 @@ list of entry-point names (``nnapi,coreml``) to block those.
 A broken plugin (an import error, a hook with a wrong signature or a misspelled name, an exception while
 registering, a backend needing another plugin API) costs only itself: it is recorded in
 :attr:`Plugins.errors` by name, and the CLI warns (or, with ``--strict``, stops with exit code 5).
+
+While a model is analyzed, each backend runs :func:`guarded`: a rule that ends the process (``SystemExit``),
+answers something other than a :class:`~mobile_ep.Support`, or spends more than its time budget
+(:data:`RULE_BUDGET_ENV`, default :data:`DEFAULT_RULE_BUDGET` seconds per model, all rules together; a rule
+that never returns is interrupted) breaks the contract: the backend is dropped for that model with one
+warning naming the plugin and the rule (every node stays on the CPU), or, with ``--strict``, the run stops
+with a :class:`PluginContractError` (exit code 5).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib.metadata
 import logging
 import os
+import signal
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,10 +32,12 @@ import pluggy
 
 from mobile_ep.contract import hookspecs
 from mobile_ep.contract.backend import Backend
-from mobile_ep.contract.rules import RuleRegistry
+from mobile_ep.contract.rules import RuleContext, RuleRegistry
+from mobile_ep.contract.support import NodeUnit, Support, op_label
 from mobile_ep.errors import BackendError, UsageError
 
-__all__ = ["DISABLE_ENV", "PluginError", "PluginApiError", "Plugins", "make_plugins", "check_plugin_api"]
+__all__ = ["DISABLE_ENV", "RULE_BUDGET_ENV", "DEFAULT_RULE_BUDGET", "PluginError", "PluginApiError",
+           "PluginContractError", "Plugins", "make_plugins", "check_plugin_api", "guarded", "rule_budget"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +57,10 @@ class PluginError:
 
 class PluginApiError(BackendError):
     """A backend declares a plugin API (``Backend.plugin_api``) this mobile-ep does not provide."""
+
+
+class PluginContractError(BackendError):
+    """A backend's rule broke the plugin contract while a model was analyzed (with ``--strict``)."""
 
 
 def _one_line(text: str) -> str:
@@ -244,3 +261,164 @@ def make_plugins(*, entry_points: bool = True, plugins: Iterable[object] = ()) -
     if entry_points:
         facade.load_entry_points()
     return facade
+
+
+# --------------------------------------------------------------------------------------------------
+# The contract, enforced while a model is analyzed
+# --------------------------------------------------------------------------------------------------
+#: Environment variable: seconds a backend's rules may spend on one model, all together (``--rule-budget``).
+RULE_BUDGET_ENV = "MOBILE_EP_RULE_BUDGET"
+#: The default of :data:`RULE_BUDGET_ENV`.
+DEFAULT_RULE_BUDGET = 5.0
+
+
+def rule_budget() -> float:
+    """Seconds a backend's rules may spend on one model (:data:`RULE_BUDGET_ENV`; 0 or less: no limit)."""
+    raw = os.environ.get(RULE_BUDGET_ENV, "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_RULE_BUDGET
+    except ValueError:
+        raise UsageError(f"{RULE_BUDGET_ENV}={raw!r} is not a number of seconds") from None
+    return value if value > 0 else float("inf")
+
+
+class _OverBudget(BaseException):
+    """Raised inside a rule that runs past its backend's budget (a BaseException: rules catch Exception)."""
+
+
+class _Watchdog:
+    """One daemon thread for the process: interrupts the main thread (SIGALRM) when the rule running in it
+    has used up its backend's budget.  Rules running on other threads are timed after they return."""
+
+    def __init__(self) -> None:
+        self.current: _Contract | None = None
+        self.since = 0.0
+        self.expired: _Contract | None = None  # the contract whose rule is being interrupted
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    def start(self) -> bool:
+        """Whether rules on this thread can be interrupted (the main thread, with SIGALRM)."""
+        if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_kill"):
+            return False
+        with self.lock:
+            if self.thread is None:
+                signal.signal(signal.SIGALRM, self._on_alarm)
+                self.thread = threading.Thread(target=self._watch, name="mobile-ep-rule-budget", daemon=True)
+                self.thread.start()
+        return True
+
+    def _on_alarm(self, signum, frame) -> None:
+        if self.expired is not None:
+            self.expired = None
+            raise _OverBudget
+
+    def _watch(self) -> None:
+        main = threading.main_thread().ident
+        while True:
+            time.sleep(0.05)
+            contract = self.current
+            if contract is not None and contract.spent + time.perf_counter() - self.since > contract.budget:
+                self.expired, self.current = contract, None  # (one interruption per overrun)
+                signal.pthread_kill(main, signal.SIGALRM)  # type: ignore[arg-type]
+
+
+_WATCHDOG = _Watchdog()
+
+
+class _Contract:
+    """The contract of one backend on one model: the time its rules spent, and the first violation."""
+
+    def __init__(self, backend: Backend, plugin: str, budget: float, strict: bool) -> None:
+        self.backend = backend
+        self.plugin = plugin
+        self.budget = budget
+        self.strict = strict
+        self.spent = 0.0
+        self.violation: str | None = None
+
+    def call(self, what, func, *args):
+        """``func(*args)`` for the rule or hook *what()* names; ``(True, result)``, or ``(False, None)`` after a
+        violation (the backend is dropped)."""
+        if self.violation is not None:
+            return False, None
+        watched = self.budget != float("inf") and _WATCHDOG.start()
+        start = time.perf_counter()
+        if watched:
+            _WATCHDOG.since, _WATCHDOG.current = start, self
+        try:
+            return True, func(*args)
+        except _OverBudget:
+            self.violate(f"{what()} ran past the backend's time budget ({self.budget:g} s per model; "
+                         f"{RULE_BUDGET_ENV} or --rule-budget sets it)")
+        except (SystemExit, GeneratorExit) as exc:
+            self.violate(f"{what()} raised {type(exc).__name__}({getattr(exc, 'code', '') or ''}), which a rule "
+                         "must never do")
+        finally:
+            if watched:
+                _WATCHDOG.current = _WATCHDOG.expired = None
+            self.spent += time.perf_counter() - start
+        return False, None
+
+    def check_time(self, what: str) -> bool:
+        if self.spent > self.budget and self.violation is None:
+            self.violate(f"{what} took the backend past its time budget ({self.budget:g} s per model; "
+                         f"{RULE_BUDGET_ENV} or --rule-budget sets it)")
+        return self.violation is None
+
+    def violate(self, message: str) -> None:
+        text = f"plugin {self.plugin!r}: backend {self.backend.name!r}: {message}"
+        if self.strict:
+            raise PluginContractError(f"{text} (--strict)")
+        self.violation = text
+        log.warning("%s; the backend is dropped for this model (every node stays on the CPU)", text)
+
+    def dropped(self) -> Support:
+        return Support.no(f"backend dropped: {self.violation}")
+
+
+def _rule_name(backend: Backend, unit: NodeUnit, ctx: RuleContext) -> str:
+    target = unit.target
+    try:
+        rule = backend.rules.lookup(target.domain, target.op_type, ctx.node_opset(target))
+    except Exception:
+        rule = None
+    label = f"{op_label(target)} node {target.name!r}"
+    return f"rule {type(rule).__name__} ({label})" if rule is not None else f"supports() ({label})"
+
+
+def guarded(backend: Backend, *, plugin: str = "", budget: float | None = None, strict: bool = False) -> Backend:
+    """A copy of *backend* whose rules and partition hooks keep the plugin contract: see the module's
+    docstring.  *plugin*: its plugin's name, for the messages; *budget*: seconds (default :func:`rule_budget`)."""
+    contract = _Contract(backend, plugin or backend.name, rule_budget() if budget is None else budget, strict)
+    original = copy.copy(backend)  # (the calls go to the unguarded methods)
+    guard = copy.copy(backend)
+
+    def supports(unit: NodeUnit, ctx: RuleContext) -> Support:
+        ok, answer = contract.call(lambda: _rule_name(original, unit, ctx), original.supports, unit, ctx)
+        if ok and not isinstance(answer, Support):
+            contract.violate(f"{_rule_name(original, unit, ctx)} returned {type(answer).__name__}, not a "
+                             "mobile_ep.Support")
+        if not ok or not isinstance(answer, Support) or not contract.check_time(_rule_name(original, unit, ctx)):
+            return contract.dropped()
+        return answer
+
+    def accept_partition(partition, ctx: RuleContext) -> Support:
+        ok, answer = contract.call(lambda: "accept_partition()", original.accept_partition, partition, ctx)
+        if ok and not isinstance(answer, Support):
+            contract.violate(f"accept_partition() returned {type(answer).__name__}, not a mobile_ep.Support")
+        if not ok or not isinstance(answer, Support) or not contract.check_time("accept_partition()"):
+            return contract.dropped()
+        return answer
+
+    def excluded_nodes(graph, ctx: RuleContext):
+        ok, answer = contract.call(lambda: "excluded_nodes()", original.excluded_nodes, graph, ctx)
+        if ok and not isinstance(answer, Mapping):
+            contract.violate(f"excluded_nodes() returned {type(answer).__name__}, not a mapping")
+        if not ok or not isinstance(answer, Mapping) or not contract.check_time("excluded_nodes()"):
+            return {node: contract.dropped().reason for node in graph}
+        return answer
+
+    guard.supports, guard.accept_partition, guard.excluded_nodes = supports, accept_partition, excluded_nodes
+    guard.contract = contract
+    return guard
