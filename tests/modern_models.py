@@ -14,7 +14,8 @@ Random weights, small sizes (the tests convert and verify each in seconds).  Eac
 - :func:`svtr_rec`: an SVTR-style recognizer whose attention splits QKV as a rank-5 ``[B,T,3,H,D]`` tensor;
 - :func:`squeezenet`: SqueezeNet 1.1 (fire modules, ``MaxPool`` with ``ceil_mode=1``);
 - :func:`shufflenet`: ShuffleNetV2 units (Split, Concat, the rank-5 channel shuffle);
-- :func:`ssdlite_head`: SSDlite-style box and class heads through rank-5 Reshape/Transpose.
+- :func:`ssdlite_head`: SSDlite-style box and class heads through rank-5 Reshape/Transpose;
+- :func:`segmentation_head`: a decoder's ConvTranspose with kernel 3, stride 2, pads and output_padding.
 """
 
 from __future__ import annotations
@@ -369,6 +370,17 @@ def ssdlite_head(size: int = 16, anchors: int = 3, classes: int = 5) -> onnx.Mod
     return g.model([_f("x", [1, 3, size, size])], [_out("scores"), _out("boxes")], opset=13)
 
 
+def segmentation_head(size: int = 16, channels: int = 8, classes: int = 4) -> onnx.ModelProto:
+    """A decoder upsampling with ConvTranspose kernel 3, stride 2, pads 1, output_padding 1 (kernel != stride)."""
+    g = Graph(14)
+    x = g.op("Relu", g.conv("x", 3, channels, 3, stride=2, pad=1))
+    x = g.op("Relu", g.op("ConvTranspose", x, g.weight(channels, channels, 3, 3), g.weight(channels, scale=0.1),
+                          kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1]))
+    g.nodes.append(helper.make_node("Conv", [x, g.weight(classes, channels, 1, 1)], ["logits"], name="classifier",
+                                    kernel_shape=[1, 1]))
+    return g.model([_f("x", [1, 3, size, size])], [_out("logits")], opset=13)
+
+
 #: Every builder, by name.
 MODELS = {f.__name__: f for f in (bert, vit, whisper_encoder, lstm_speech, gru_speech, vad, dbnet_head, svtr_rec,
-                                   squeezenet, shufflenet, ssdlite_head)}
+                                   squeezenet, shufflenet, ssdlite_head, segmentation_head)}

@@ -165,3 +165,32 @@ def test_reflect_pad_wider_than_its_axis_is_left_alone(tmp_path):
     proto = _one("Pad", ["pads"], [1, 3], [1, 9], [const("pads", np.array([0, 3, 0, 3], np.int64))], mode="reflect")
     _, legal = legalized(proto, rewrites.PadToGather(), tmp_path, backend=Mobile(rewrites.PadToGather()))
     assert legal.applied == [] and legal.skipped[0].reason == "a reflect pad is not smaller than its axis"
+
+
+@pytest.mark.parametrize("kw, in_hw", [
+    ({"kernel_shape": [3, 3], "strides": [2, 2]}, (4, 5)),
+    ({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}, (4, 4)),
+    ({"kernel_shape": [4, 2], "strides": [2, 2], "pads": [1, 0, 2, 1]}, (3, 5)),
+    ({"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]}, (5, 5)),
+    ({"kernel_shape": [2, 3], "strides": [3, 3], "dilations": [2, 1]}, (3, 4)),
+])
+def test_general_convtranspose_to_zero_insertion_and_conv(tmp_path, kw, in_hw):
+    import onnx
+
+    kh, kw_ = kw["kernel_shape"]
+    inits = [const("w", rnd(4, 3, kh, kw_)), const("b", rnd(3, seed=2))]
+    probe = onnx.shape_inference.infer_shapes(_one("ConvTranspose", ["w", "b"], [1, 4, *in_hw], None, inits, **kw))
+    out = [d.dim_value for d in probe.graph.output[0].type.tensor_type.shape.dim]
+    proto = _one("ConvTranspose", ["w", "b"], [1, 4, *in_hw], out, inits, **kw)
+    rewrite = rewrites.ConvTransposeToConv()
+    new, legal = check(tmp_path, proto, {"x": _edges(1, 4, *in_hw)}, rewrite, exact=False)
+    assert "ConvTranspose" not in {n.op_type for n in new.graph.node}
+    assert "Conv" in legal.applied[0].into
+
+
+def test_convtranspose_with_pads_beyond_its_kernel_is_left_alone(tmp_path):
+    proto = _one("ConvTranspose", ["w"], [1, 2, 6, 6], [1, 2, 7, 7], [const("w", rnd(2, 2, 2, 2))],
+                 kernel_shape=[2, 2], strides=[2, 2], pads=[2, 2, 2, 2])
+    rewrite = rewrites.ConvTransposeToConv()
+    _, legal = legalized(proto, rewrite, tmp_path, backend=Mobile(rewrite))
+    assert legal.applied == [] and legal.skipped[0].reason == "pads are larger than the dilated kernel extent"

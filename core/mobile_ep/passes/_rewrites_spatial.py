@@ -13,7 +13,7 @@ import onnx_ir as ir
 from mobile_ep.contract import RuleContext, Support, attr
 from mobile_ep.contract.rewrite import Builder, Rewrite
 
-__all__ = ["ConvTo2D", "ConvTransposeToDepthToSpace", "PoolCeilToPads", "PadToGather"]
+__all__ = ["ConvTo2D", "ConvTransposeToDepthToSpace", "ConvTransposeToConv", "PoolCeilToPads", "PadToGather"]
 
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE)
 
@@ -271,3 +271,59 @@ class PadToGather(Rewrite):
         if y is x:
             y = b.op("Identity", [x], shape=tuple(shape), dtype=ctx.dtype(x))
         return [y]
+
+
+class ConvTransposeToConv(Rewrite):
+    """2-D ConvTranspose (one group, equal strides, pads at most the dilated kernel extent) -> the input with
+    zeros inserted between its elements (Concat with zeros, DepthToSpace, Slice) and a zero-padded Conv with
+    the flipped, transposed kernel (the same products; zeros add nothing; equal within the sums' rounding)."""
+
+    name = "convtranspose-to-conv"
+    op_types = ("ConvTranspose",)
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        shape = ctx.static_shape(node.inputs[0])
+        if shape is None or len(shape) != 4:
+            return Support.no("needs a static 4-D input")
+        if not ctx.is_constant(node.inputs[1]) or (len(node.inputs) > 2 and node.inputs[2] is not None
+                                                   and not ctx.is_constant(node.inputs[2])):
+            return Support.no("weight and bias must be constant")
+        if int(attr(node, "group", 1)) != 1:
+            return Support.no("groups are not 1")
+        if attr(node, "auto_pad", "NOTSET") != "NOTSET" or attr(node, "output_shape") is not None:
+            return Support.no("auto_pad or output_shape is set")
+        strides = list(attr(node, "strides", [1, 1]))
+        if strides[0] != strides[1]:
+            return Support.no("the strides differ")
+        weight = ctx.constant(node.inputs[1])
+        extent = [d * (k - 1) for d, k in zip(attr(node, "dilations", [1, 1]), weight.shape[2:], strict=True)]  # type: ignore[union-attr]
+        pads = list(attr(node, "pads", [0, 0, 0, 0]))
+        if any(p > extent[i % 2] for i, p in enumerate(pads)):
+            return Support.no("pads are larger than the dilated kernel extent")
+        return _float(ctx, node.inputs[0])
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        x = node.inputs[0]
+        dtype = ctx.dtype(x)
+        n, c, h, w = ctx.static_shape(x)  # type: ignore[misc]
+        weight = ctx.constant(node.inputs[1])
+        assert weight is not None
+        kh, kw = weight.shape[2:]
+        s = int(attr(node, "strides", [1, 1])[0])
+        dh, dw = (int(d) for d in attr(node, "dilations", [1, 1]))
+        pt, pl, pb, pr = (int(p) for p in attr(node, "pads", [0, 0, 0, 0]))
+        oh, ow = (int(p) for p in attr(node, "output_padding", [0, 0]))
+        z = x
+        zh, zw = (h - 1) * s + 1, (w - 1) * s + 1
+        if s > 1:
+            zeros = b.const(np.zeros((n, c * (s * s - 1), h, w), dtype.numpy()), "zeros")  # type: ignore[union-attr]
+            stacked = b.op("Concat", [x, zeros], shape=(n, c * s * s, h, w), dtype=dtype, axis=1)
+            spread = b.op("DepthToSpace", [stacked], shape=(n, c, h * s, w * s), dtype=dtype, blocksize=s, mode="DCR")
+            ints = [b.const(np.array(v, np.int64), "slice") for v in ([0, 0], [zh, zw], [2, 3])]
+            z = b.op("Slice", [spread, *ints], shape=(n, c, zh, zw), dtype=dtype)
+        # the Conv's zero padding: the dilated kernel's extent less the ConvTranspose's pads, plus output_padding
+        pads = [dh * (kh - 1) - pt, dw * (kw - 1) - pl, dh * (kh - 1) - pb + oh, dw * (kw - 1) - pr + ow]
+        kernel = np.ascontiguousarray(weight[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+        inputs: list[ir.Value | None] = [z, b.const(kernel, "weight"), *node.inputs[2:3]]
+        return [b.op("Conv", inputs, shape=ctx.shape(node.outputs[0]), dtype=dtype, kernel_shape=[int(kh), int(kw)],
+                     dilations=[dh, dw], pads=pads)]

@@ -19,6 +19,7 @@ from mobile_ep.passes._rewrites_math import ErfApproximation, Rank5HeadSplit, Ra
 from mobile_ep.passes._rewrites_rnn import GRUToSteps, LSTMToSteps
 from mobile_ep.passes._rewrites_spatial import (
     ConvTo2D,
+    ConvTransposeToConv,
     ConvTransposeToDepthToSpace,
     PadToGather,
     PoolCeilToPads,
@@ -49,6 +50,7 @@ __all__ = [
     "GemmFoldScales",
     "ConvTo2D",
     "ConvTransposeToDepthToSpace",
+    "ConvTransposeToConv",
     "PoolCeilToPads",
     "PadToGather",
     "ErfApproximation",

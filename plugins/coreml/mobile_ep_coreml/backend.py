@@ -156,6 +156,7 @@ class CoreMLBackend(Backend):
             r.AbsToRelu(),
             r.GemmFoldScales(),
             r.ConvTransposeToDepthToSpace(),
+            r.ConvTransposeToConv(),
             r.ConvTo2D(),
             r.PoolCeilToPads(),
             r.PadToGather(),

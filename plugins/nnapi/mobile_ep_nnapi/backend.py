@@ -184,6 +184,7 @@ class NnapiBackend(Backend):
             r.ReduceSumToMean(),
             r.GemmFoldScales(),
             r.ConvTransposeToDepthToSpace(),
+            r.ConvTransposeToConv(),
             r.ConvTo2D(),
             r.PoolCeilToPads(),
             r.PadToGather(),
