@@ -99,6 +99,8 @@ def test_conv1d_to_conv2d_is_exact(tmp_path, kw, out_len):
     ("MaxPool", {"kernel_shape": [3], "strides": [2]}, 9),
     ("AveragePool", {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}, 10),
     ("AveragePool", {"kernel_shape": [2], "count_include_pad": 1, "pads": [1, 1]}, 21),
+    ("MaxPool", {"kernel_shape": [3], "strides": [2], "ceil_mode": 1}, 10),  # ceil mode becomes end pads
+    ("AveragePool", {"kernel_shape": [3], "strides": [2], "pads": [1, 0], "ceil_mode": 1}, 10),
 ])
 def test_pool1d_to_pool2d_is_exact(tmp_path, op, kw, out_len):
     check(tmp_path, _one(op, [], [1, 3, 20], [1, 3, out_len], **kw), {"x": _edges(1, 3, 20)}, rewrites.ConvTo2D())

@@ -90,6 +90,10 @@ class ConvTo2D(Rewrite):
             value = attr(node, key)
             if value is not None:
                 attrs[key] = value
+        ends = _ceil_end_pads(node, (length,)) if attrs.get("ceil_mode") else None
+        if ends is not None and not attrs.get("count_include_pad"):  # ceil mode as end pads (pool-ceil-to-pads)
+            attrs["ceil_mode"] = 0
+            attrs["pads"] = [attrs.get("pads", [0])[0], 0, ends[0], 0]
         inputs: list[ir.Value | None] = [_reshape(b, x, (n, c, length, 1), dtype)]
         if node.op_type in ("Conv", "ConvTranspose"):
             weight = ctx.constant(node.inputs[1])
