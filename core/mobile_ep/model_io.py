@@ -105,26 +105,35 @@ def _check_value(value: onnx.ValueInfoProto, what: str) -> None:
         inner = getattr(type_proto, kind)
         type_proto = inner.value_type if kind == "map_type" else inner.elem_type
         kind = type_proto.WhichOneof("value")
-    if kind not in ("tensor_type", "sparse_tensor_type"):
+    if kind == "tensor_type":  # (every value of a model is looked at: the usual case first)
+        tensor_type = type_proto.tensor_type
+    elif kind == "sparse_tensor_type":
+        tensor_type = type_proto.sparse_tensor_type
+    else:
         return
-    tensor_type = getattr(type_proto, kind)
     elem_type = tensor_type.elem_type
     if elem_type and elem_type not in _DATA_TYPES:
         raise _Refused(f"invalid ONNX model: {what} {value.name!r} has an unknown element type {elem_type}")
-    dims = []
+    elements = 1
     for d in tensor_type.shape.dim:
-        if d.HasField("dim_value"):
-            if d.dim_value == -1:  # "unknown", as exporters (paddle2onnx, older tf2onnx) write it and ORT reads it
-                d.ClearField("dim_value")
-            elif d.dim_value < 0:
-                raise _Refused(f"absurd shape: {what} {value.name!r} has a negative dimension ({d.dim_value})")
-            else:
-                dims.append(d.dim_value)
-    elements = math.prod(dims)
-    if elements > MAX_ELEMENTS or (_nbytes(elem_type, elements) or 0) > MAX_VALUE_BYTES:
+        dim = d.dim_value  # (0 when unset: a dim_param or nothing)
+        if dim > 0:
+            elements *= dim
+        elif dim == -1:  # "unknown", as exporters (paddle2onnx, older tf2onnx) write it and ORT reads it
+            d.ClearField("dim_value")
+        elif dim < 0:
+            raise _Refused(f"absurd shape: {what} {value.name!r} has a negative dimension ({dim})")
+        elif d.HasField("dim_value"):
+            elements = 0
+    if elements > _MAX_ELEMENTS_ANY_TYPE and (
+            elements > MAX_ELEMENTS or (_nbytes(elem_type, elements) or 0) > MAX_VALUE_BYTES):
         raise _Refused(f"absurd shape: {what} {value.name!r} would have {elements:,} elements "
                        f"({_type_name(elem_type)}); at most {MAX_ELEMENTS:,} elements and {MAX_VALUE_BYTES:,} "
                        "bytes are accepted")
+
+
+#: Values of at most this many elements fit :data:`MAX_VALUE_BYTES` whatever their type (16 bytes at most).
+_MAX_ELEMENTS_ANY_TYPE = MAX_VALUE_BYTES // 16
 
 
 def _check_values(graph: onnx.GraphProto, main: bool, inputs: bool = True) -> None:
@@ -149,7 +158,7 @@ def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     while stack:
         graph = stack.pop()
         yield graph
-        stack += [sub for node in graph.node for sub in _subgraphs(node)]
+        stack += [sub for node in graph.node if node.attribute for sub in _subgraphs(node)]
 
 
 class _Guard:
@@ -225,7 +234,7 @@ class _Guard:
                     tensors += [pair.values, pair.indices]
                 for tensor in tensors:
                     self.tensor(tensor, f"attribute {attribute.name!r} of node {_node_label(node, index)}")
-            for sub in _subgraphs(node):
+            for sub in _subgraphs(node) if node.attribute else ():
                 if depth + 1 > MAX_SUBGRAPH_DEPTH:
                     raise _Refused(f"subgraphs nested more than {MAX_SUBGRAPH_DEPTH} deep (node "
                                    f"{_node_label(node, index)})")
