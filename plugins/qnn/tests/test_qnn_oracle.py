@@ -23,18 +23,59 @@ FULL = os.environ.get("MOBILE_EP_QNN_ORACLE", "") == "all"
 RANDOM_GRAPHS = int(os.environ.get("MOBILE_EP_QNN_RANDOM_GRAPHS", "2000" if FULL else "100"))
 LIGHT = sorted((pathlib.Path(onnx.backend.test.__file__).parent / "data" / "light").glob("light_*.onnx"))
 
-#: Node cases where the prediction differs from the real EP, each with why.  Shape inference: the model's
-#: shapes come from ONNX's shape inference, which leaves symbolic some shapes ONNX Runtime computes (from
-#: Shape nodes and functions it inlines): the backend then says "dynamic shape" for nodes the EP takes.
+#: Node cases where the prediction still differs from the real EP, each with why.  Each is run: it must still
+#: differ (then it is reported as an expected failure), so a case that starts to match fails until removed here.
+_SHAPES = ("onnxruntime infers static shapes here that ONNX's shape inference leaves symbolic, so the backend "
+           "answers 'dynamic shape' for nodes the EP takes")
+_OUTPUTS = "the same nodes are taken, but the EP's partitions list fewer outputs than ORT's partitioning predicts"
+_EP_NODE = "the EP puts a node of its own on the CPU (one that is not in the basic-level graph)"
+_UNSEEN = "the EP's choice depends on nothing the backend sees in the graph (found by the oracle, not explained yet)"
 KNOWN = {
-    "test_attention_local_window": "shape inference",
-    "test_attention_bidirectional_window": "shape inference",
-    "test_attention_local_window_default": "shape inference",
-    "test_attention_local_window_with_past": "shape inference",
-    "test_attention_3d_local_window": "shape inference",
-    "test_group_normalization_example": "shape inference",
-    "test_group_normalization_epsilon": "shape inference",
+    **dict.fromkeys([
+        "test_attention_local_window", "test_attention_bidirectional_window", "test_attention_local_window_default",
+        "test_attention_local_window_with_past", "test_attention_3d_local_window",
+        *(f"test_causal_conv_with_state_{s}" for s in (
+            "basic", "with_bias", "with_past_state", "silu", "swish_alias", "decode_step", "kernel_size_one",
+            "with_bias_and_past_state", "silu_with_past_state", "b1_c1_degenerate", "short_input_no_past_state",
+            "fp16", "silu_fp16")),
+        *(f"test_center_crop_pad_{s}" for s in (
+            "crop", "pad", "crop_and_pad", "crop_axes_hwc", "crop_negative_axes_hwc", "crop_axes_chw")),
+        "test_group_normalization_example", "test_group_normalization_epsilon",
+        "test_range_float16_type_positive_delta", "test_range_bfloat16_type_positive_delta",
+        *(f"test_reduce_l2_{s}_expanded" for s in (
+            "do_not_keepdims_example", "do_not_keepdims_random", "keep_dims_example", "keep_dims_random",
+            "default_axes_keepdims_example", "default_axes_keepdims_random", "negative_axes_keep_dims_example",
+            "negative_axes_keep_dims_random")),
+        "test_sce_NCd1d2d3d4d5_none_no_weight", "test_sce_NCd1d2d3d4d5_none_no_weight_log_prob",
+        "test_attention_local_window_gqa_rank4_mask_expanded",
+    ], _SHAPES),
+    **dict.fromkeys([
+        "test_attention_4d_diff_heads_mask4d_padded_kv_expanded", "test_attention_causal_boolmask_nan_robustness_expanded",
+        "test_attention_24_fullymasked_qk_matmul_output_mode3_zero_expanded",
+        "test_attention_24_qk_matmul_output_mode3_softmax_precision_expanded",
+        "test_attention_4d_causal_nonpad_attn_mask_composition_expanded",
+        "test_attention_local_window_rank1_boolean_mask_expanded",
+        "test_attention_local_window_ext_cache_rank3_head_mask_expanded",
+        "test_attention_local_window_ext_cache_rank4_batch_mask_expanded",
+        "test_attention_local_window_ext_cache_rank2_mask_expanded",
+    ], _OUTPUTS),
+    **dict.fromkeys([
+        "test_nllloss_NCd1d2d3d4d5_mean_weight", "test_nllloss_NCd1d2d3_none_no_weight_negative_ii",
+        "test_sce_NCd1d2d3d4d5_none_no_weight_expanded", "test_sce_NCd1d2d3d4d5_none_no_weight_log_prob_expanded",
+    ], _EP_NODE),
+    **dict.fromkeys([
+        "test_attention_local_window_ext_cache_float16_mask_expanded",
+        "test_depthtospace_example_expanded", "test_depthtospace_crd_mode_example_expanded",
+        "test_lppool_2d_same_upper", "test_lppool_2d_strides",
+        "test_nllloss_NCd1d2d3d4d5_mean_weight_expanded", "test_nllloss_NCd1d2d3d4d5_none_no_weight",
+        "test_nllloss_NCd1d2d3d4d5_none_no_weight_expanded", "test_nllloss_NCd1d2d3_none_no_weight_negative_ii_expanded",
+        "test_not_2d", "test_not_3d", "test_not_4d",
+        "test_qlinearmatmul_2D_uint8_float16", "test_qlinearmatmul_3D_uint8_float16",
+        "test_qlinearmatmul_2D_int8_float16", "test_qlinearmatmul_3D_int8_float16",
+    ], _UNSEEN),
 }
+#: Cases whose session crashes onnxruntime-qnn 2.7 (segmentation fault in session creation): never run.
+CRASHES = ("stft",)
 
 
 def _check(result):
@@ -79,7 +120,7 @@ def test_dynamic_shapes_take_nothing(qnn_backend, qnn_ep):
 
 
 def _node_cases():
-    cases = [c for c in onnx_node_cases() if c.name not in KNOWN]
+    cases = [c for c in onnx_node_cases() if not any(word in c.name for word in CRASHES)]
     if FULL:
         return cases
     first, seen = [], set()
@@ -99,6 +140,9 @@ def test_node_case_as_the_real_ep(qnn_backend, qnn_ep, case):
         pytest.skip(f"onnxruntime's CPU EP cannot load the case: {exc}")
     if not result.built:
         pytest.skip(f"the real QNN EP does not build this case: {result.real.error[:200]}")
+    if case.name in KNOWN:
+        assert not result.matches, f"{case.name} now matches the real EP: remove it from KNOWN"
+        pytest.xfail(f"{KNOWN[case.name]}:\n{result.diff()}")
     assert result.matches, result.diff()
 
 

@@ -56,7 +56,7 @@ class Comparison(QnnRule):
 
 
 class Logical(QnnRule):
-    op_types = ("And", "Or")
+    op_types = ("And", "Or", "Xor")
     input_types = {0: frozenset({DataType.BOOL}), 1: frozenset({DataType.BOOL})}
 
     def check(self, unit, ctx):

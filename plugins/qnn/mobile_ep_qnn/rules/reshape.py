@@ -39,5 +39,5 @@ class SqueezeUnsqueeze(QnnRule):
     input_types = {0: ANY_DATA}
 
     def check(self, unit, ctx):
-        """Any axes (the output shape is static)."""
-        return SUPPORTED
+        """Any axes (the output shape is static); rank 5 at most."""
+        return rank_at_most_5(unit, ctx)
