@@ -90,3 +90,31 @@ def test_a_constant_mask_folds_the_dynamo_exporters_where_and_isnan(tmp_path):
     assert len(partitioning["partitions"]) == 1 and partitioning["supported_nodes"] >= 0.97 * partitioning["nodes"]
     assert all(v["ok"] for v in report["verification"])
     assert not {"Where", "IsNaN", "Cast"} & {n.op_type for n in onnx.load(out / "bert.nnapi.onnx").graph.node}
+
+
+def test_int64_shape_arithmetic_on_a_fixed_input_folds_away(tmp_path):
+    """The exporters' dynamic reshapes (Shape, Gather, Mul, Unsqueeze, Concat into Reshape) fold once
+    --shape fixes the input: only the float ops are left, in one partition."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    ints = {name: numpy_helper.from_array(np.array(v, np.int64), name)
+            for name, v in (("zero", 0), ("one", 1), ("two", 2), ("axes", [0]), ("minus", [-1]))}
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Gather", ["s", "zero"], ["n"], name="n"),
+             helper.make_node("Gather", ["s", "one"], ["t"], name="t"),
+             helper.make_node("Mul", ["t", "two"], ["t2"], name="t2"),
+             helper.make_node("Unsqueeze", ["n", "axes"], ["n1"], name="n1"),
+             helper.make_node("Unsqueeze", ["t2", "axes"], ["t1"], name="t1"),
+             helper.make_node("Concat", ["n1", "t1", "minus"], ["target"], name="target", axis=0),
+             helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Reshape", ["r", "target"], ["y0"], name="reshape"),
+             helper.make_node("Sigmoid", ["y0"], ["y"], name="sigmoid")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "T", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], list(ints.values()))
+    source = tmp_path / "dyn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), source)
+    out = tmp_path / "out"
+    mobile_ep.convert(source, "nnapi", out, shape={"x": (1, 6, 8)})
+    report = json.loads((out / "report.json").read_text())
+    assert report["partitioning"]["unsupported"] == [] and len(report["partitioning"]["partitions"]) == 1
+    assert {n.op_type for n in onnx.load(out / "dyn.nnapi.onnx").graph.node} == {"Relu", "Reshape", "Sigmoid"}
