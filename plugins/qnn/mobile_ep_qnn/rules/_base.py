@@ -96,6 +96,10 @@ class QnnRule(OpRule):
     def check(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         return SUPPORTED
 
+    def conditions(self, op_type: str) -> list[str]:
+        """The op's conditions for ``mobile-ep ops`` (every opset: no opset range to show)."""
+        return [item for item in super().conditions(op_type) if not item.startswith("opset 1–")]
+
 
 def all_types(node: ir.Node, ctx: RuleContext) -> list[DataType | None]:
     return [ctx.dtype(v) if v is not None else None for v in node.inputs]
