@@ -94,3 +94,12 @@ def test_several_backends_in_registration_order(encoder):
     placement = json.loads(second.output)["combined"]["placement"]
     # NNAPI first takes what it can; QNN takes the rest (LayerNormalization, the GELU's Erf, 3-D MatMuls)
     assert placement["nnapi"] > 0 and placement["qnn"] > 0 and placement["cpu"] == 0
+
+
+def test_explain_says_what_moves_a_node_onto_the_npu(tmp_path):
+    path = tmp_path / "dynamic.onnx"
+    onnx.save(qnn_models.dynamic_cnn(), path)
+    result = _cli("explain", path, "conv1", "--ep", "qnn")
+    assert result.exit_code == 0, result.output
+    assert "qnn: CPU" in result.output and "dynamic shape" in result.output
+    assert "--shape x=1,3,16,16" in result.output and "runs on qnn" in result.output
