@@ -92,6 +92,14 @@ class QnnBackend(Backend):
     def build_rules(self) -> RuleRegistry:
         return RuleRegistry.from_package(_rules)
 
+    def rewrites(self):
+        """Legalizations into what the QNN EP takes (each applied only where the result is claimed): Gemm scales
+        folded into its constants (exact); a lone Erf as a rational function (approximate: at most 4e-7
+        absolute error in float32), since the EP takes Erf only inside a GELU pattern."""
+        from mobile_ep import rewrites as r
+
+        return (r.GemmFoldScales(), r.ErfApproximation())
+
     def qdq_ops(self) -> frozenset[str]:
         """Op types grouped into QDQ node units, as ORT's QDQ selectors group them for the QNN EP."""
         return QDQ_OPS

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import pathlib
 
+import numpy as np
+import onnx
 import onnx.backend.test
 import pytest
 import qnn_models
@@ -162,3 +164,31 @@ def test_random_graphs_as_the_real_ep(qnn_backend, qnn_ep):
 
     run()
     assert len(done) >= RANDOM_GRAPHS // 2
+
+
+def test_converted_model_is_taken_whole_by_the_real_ep(qnn_backend, qnn_ep, tmp_path):
+    """Gemm with alpha=2 and a lone Erf stay on the CPU as written; after convert (legalizing rewrites: the
+    scale folded into the weight, Erf approximated) the real EP takes the whole written model, as predicted."""
+    from onnx import TensorProto, helper
+
+    from mobile_ep import pipeline
+
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w"], ["g"], alpha=2.0, name="gemm"),
+         helper.make_node("Erf", ["g"], ["y"], name="erf")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 256])],
+        initializer=[onnx.numpy_helper.from_array(
+            (np.random.default_rng(0).standard_normal((256, 256)) * 0.05).astype(np.float32), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=10)
+    before = run_oracle(qnn_backend, model, qnn_ep, case="as written")
+    _check(before)
+    assert not before.real_nodes  # neither node is taken as written
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    report = pipeline.convert(path, "qnn", tmp_path / "out")
+    written = tmp_path / "out" / "model.qnn.onnx"
+    after = run_oracle(qnn_backend, written, qnn_ep, case="converted")
+    _check(after)
+    assert len(after.real.partitions) == 1 and not after.real.cpu_nodes
+    assert all(v.ok for v in report.verification)
