@@ -267,9 +267,11 @@ class OracleResult:
 
 
 def _named(model: Any) -> ir.Model:
+    """A copy of *model* with every node named (an IR model given is not changed)."""
+    from mobile_ep import model_io as mir
     from mobile_ep.testing.helpers import as_model
 
-    m = as_model(model)
+    m = mir.from_proto(ir.serde.serialize_model(model)) if isinstance(model, ir.Model) else as_model(model)
     seen: set[str] = set()
     for index, node in enumerate(m.graph):
         name = node.name or f"{node.op_type}_{index}"
