@@ -103,3 +103,12 @@ def test_explain_says_what_moves_a_node_onto_the_npu(tmp_path):
     assert result.exit_code == 0, result.output
     assert "qnn: CPU" in result.output and "dynamic shape" in result.output
     assert "--shape x=1,3,16,16" in result.output and "runs on qnn" in result.output
+
+
+def test_generated_op_table_is_current():
+    import pathlib
+
+    result = _cli("ops", "--ep", "qnn", "--format", "md")
+    assert result.exit_code == 0, result.output
+    committed = (pathlib.Path(__file__).resolve().parents[3] / "docs" / "ops-qnn.md").read_text()
+    assert result.stdout == committed, "run `mobile-ep ops --ep qnn --format md > docs/ops-qnn.md`"
