@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import os
 import pathlib
+import re
 
 import onnx_ir as ir
 
@@ -25,6 +26,8 @@ from mobile_ep.passes.partition import PartitionPass
 __all__ = ["CpuFusion", "fuse_cpu_nodes", "fuse_and_write", "partition_written"]
 
 log = logging.getLogger(__name__)
+#: The prefix of names the CPU fusion gives.
+_PREFIX = "cpu_fused/"
 
 
 def partition_written(path: pathlib.Path, backend: Backend, work: pathlib.Path, strict: bool | Options
@@ -51,6 +54,7 @@ def fuse_and_write(model: ir.Model, partition: PartitionPass, options: Options, 
     """
     backend = partition.backend
     assert partition.proposal is not None
+    _rename_reused_initializers(model)
     claimed = {n.name or "" for p in partition.proposal.partitions for n in p.nodes}
     kept = partition.kept_nodes()
     total = len(model.graph)
@@ -71,6 +75,27 @@ def fuse_and_write(model: ir.Model, partition: PartitionPass, options: Options, 
         log.info("CPU fusion of %d nodes would change what %s takes; trying less", total - len(keep), backend.name)
     mir.save(mir.load(unfused, check=False), target)
     return None, None
+
+
+#: Initializer names onnxruntime's fusions give what they add (MatMulAddFusion's Reshape shapes) from a node-name
+#: generator, which does not see initializers: a model already holding one cannot be loaded where the fusion
+#: applies again ("Attempt to replace the existing tensor").
+_REUSED_NAMES = re.compile(r"gemm_(input|output)_shape(_token_\d+)?")
+
+
+def _rename_reused_initializers(model: ir.Model) -> None:
+    """Give initializers named as onnxruntime names the tensors its fusions add (left by the basic-level
+    optimization of the input) a name of ours."""
+    for graph in model.graphs():
+        taken = set(graph.initializers)
+        for value in list(graph.initializers.values()):
+            if value.name and _REUSED_NAMES.fullmatch(value.name):
+                new, count = f"{_PREFIX}{value.name}", 0
+                while new in taken:
+                    count += 1
+                    new = f"{_PREFIX}{value.name}_{count}"
+                taken.add(new)
+                value.name = new
 
 
 @dataclasses.dataclass
@@ -150,7 +175,7 @@ def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str |
         return None
     fused = onnx.load(str(opt_path), load_external_data=False)
     boundary = set(inputs) | set(outputs)
-    prefix = "cpu_fused/"
+    prefix = _PREFIX
     kept_nodes = [n for n in graph.node if n.name in keep]
     # Names the fused part defines that the kept part also uses (onnxruntime may reuse names) are
     # renamed, everywhere they are read, subgraphs included; other names stay as they were.

@@ -335,6 +335,18 @@ def _inner_product(p: Any, xs: list[np.ndarray]) -> np.ndarray:
     return (np.matmul(flat, w.T) + bias).reshape(x.shape[0], x.shape[1], c_out, 1, 1)
 
 
+@layer("embeddingND")
+def _embedding_nd(p: Any, xs: list[np.ndarray]) -> np.ndarray:
+    """Rows of the [vocabSize, embeddingSize] table (stored transposed) at the indices of a [..., 1] input."""
+    vocab, size = int(p.vocabSize), int(p.embeddingSize)
+    table = weights(p.weights, (size, vocab)).T
+    indices = np.asarray(xs[0]).astype(np.int64)[..., 0]
+    if indices.size and (indices.min() < 0 or indices.max() >= vocab):
+        raise CompileError("coreml emulator: embeddingND index out of range (Core ML's result is undefined)")
+    out = table[indices]
+    return out + weights(p.bias, (size,)) if p.hasBias else out
+
+
 @layer("batchedMatmul")
 def _batched_matmul(p: Any, xs: list[np.ndarray]) -> np.ndarray:
     a = _f32(xs[0])
