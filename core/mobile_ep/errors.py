@@ -9,11 +9,13 @@ __all__ = [
     "EXIT_BAD_MODEL",
     "EXIT_VERIFY",
     "EXIT_BACKEND",
+    "EXIT_IO",
     "MobileEpError",
     "UsageError",
     "ModelError",
     "VerificationError",
     "BackendError",
+    "OutputError",
 ]
 
 #: Everything worked.
@@ -28,6 +30,8 @@ EXIT_BAD_MODEL = 3
 EXIT_VERIFY = 4
 #: A backend plugin failed to load or misbehaved.
 EXIT_BACKEND = 5
+#: An output could not be written: ``-o`` names a file, a read-only file system, a full disk.
+EXIT_IO = 7
 
 
 class MobileEpError(Exception):
@@ -60,3 +64,9 @@ class BackendError(MobileEpError):
     """A backend plugin is missing, broken or violated its contract."""
 
     exit_code = EXIT_BACKEND
+
+
+class OutputError(MobileEpError):
+    """An output could not be written (the path and the cause are named)."""
+
+    exit_code = EXIT_IO

@@ -724,10 +724,12 @@ def _topologically_sorted(graph: ir.Graph) -> bool:
 
 
 @contextlib.contextmanager
-def atomic_path(target: str | os.PathLike) -> Iterator[pathlib.Path]:
-    """Yield a temporary path beside *target*; on success it replaces *target* in one rename."""
+def atomic_path(target: str | os.PathLike, *, make_parent: bool = True) -> Iterator[pathlib.Path]:
+    """Yield a temporary path beside *target*; on success it replaces *target* in one rename.  Unless
+    *make_parent*, a missing folder is an error (a writer on a thread must not bring back a removed one)."""
     target = pathlib.Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if make_parent:
+        target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp_path = pathlib.Path(tmp)

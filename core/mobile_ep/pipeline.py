@@ -18,7 +18,6 @@ of :mod:`mobile_ep.errors`, whose ``exit_code`` is the command's.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import pathlib
 import tempfile
@@ -28,7 +27,7 @@ from typing import Any
 
 import onnx_ir as ir
 
-from mobile_ep import model_io, progress, runtime
+from mobile_ep import progress, runtime, writes
 from mobile_ep.contract import Backend
 from mobile_ep.contract.plugins import Plugins, guarded, make_plugins
 from mobile_ep.errors import BackendError, UsageError
@@ -71,7 +70,8 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
                 if const_dir is not None:  # (what check needs of it is in work/fixed)
                     const_dir.cleanup()
                 for backend in backends:
-                    after[backend.name] = _after_convert(fixed, backend, opts, work / f"after.{backend.name}")
+                    after[backend.name] = _after_convert(fixed, backend, opts, work / f"after.{backend.name}",
+                                                         write_again=_stored_weight_bytes(proto) <= _AFTER_CONVERT_COPY_LIMIT)
         dynamic = reports.dynamic_inputs(as_is)
         for name, report in before.items():
             report.suggestions = reports.suggestions(report, after.get(name), dynamic)
@@ -96,69 +96,80 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
     source, timer, out_dir = pathlib.Path(model), _Timer(), pathlib.Path(output)
     proto = load.validate(source)
     (backend,) = resolve_backends(opts, plugins)
-    paths = export.output_paths(source, backend.name, out_dir)
-    _refuse_overwriting(source, paths.values())
+    _refuse_overwriting(source, export.output_paths(source, backend.name, out_dir).values())
     reference, fixing, const_dir = const_inputs.reference(source, opts)  # (--const: the model with its constants)
-    with _recording(html or node_data), _workspace() as work:
-        with timer("load"):
-            as_is, _ = load.as_ort_sees_it(source, work / "as_is", proto=proto)
-            fixed, changes = (load.as_ort_sees_it(reference, work / "fixed", fixing, None if const_dir else proto)
-                              if opts.fixes_inputs else (as_is, {}))
-        with timer("partition"):
-            before = PartitionPass(backend, Options(strict=opts.strict))
-            before(as_is)
-            before_report = reports.backend_report(backend, before.proposal, before.nodes, model=as_is)
-            dynamic = reports.dynamic_inputs(as_is)
-            legalized, planned, rewrites = _legalize_and_partition(fixed, backend, opts)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        ort_file = export.OrtExport()
-        try:
-            with timer("export_onnx"):
-                fusion, written = fuse_cpu.fuse_and_write(legalized, planned, opts, paths["onnx"], work)
-                has_ort = ort_file.start(paths["onnx"], paths["ort"])  # (on a thread, beside what follows)
-                written_partition, written_model = written or fuse_cpu.partition_written(
-                    paths["onnx"], backend, work / "written", opts)
-            compiled = None
-            if compile:
-                with timer("compile"):
-                    compiled = to_epcontext.compile_into(paths, backend, out_dir, work / "compile", opts)
-            with timer("export_ort"):
-                if has_ort:
-                    ort_file.result()
-                else:
-                    del paths["ort"]
-        finally:
-            ort_file.wait()
-        report = reports.backend_report(backend, written_partition.proposal, written_partition.nodes,
-                                        written_partition.costs, model=written_model)
-    report.rewrites, report.suggestions = rewrites, reports.suggestions(before_report, report, dynamic)
-    checked, not_verified = [], None
-    if verify:
-        with timer("verify"):
+    with writes.staged(out_dir) as stage:  # (written beside the outputs, moved in as one set when complete)
+        paths = export.output_paths(source, backend.name, stage.folder)
+        with _recording(html or node_data), _workspace() as work:
+            with timer("load"):
+                as_is, _ = load.as_ort_sees_it(source, work / "as_is", proto=proto)
+                fixed, changes = (load.as_ort_sees_it(reference, work / "fixed", fixing, None if const_dir else proto)
+                                  if opts.fixes_inputs else (as_is, {}))
+            with timer("partition"):
+                before = PartitionPass(backend, Options(strict=opts.strict))
+                before(as_is)
+                before_report = reports.backend_report(backend, before.proposal, before.nodes, model=as_is)
+                dynamic = reports.dynamic_inputs(as_is)
+                legalized, planned, rewrites = _legalize_and_partition(fixed, backend, opts)
+            stage.create()
+            ort_file = export.OrtExport()
             try:
-                checked = verification.verify(reference, [p for k, p in paths.items() if k != "report"], backend,
-                                              opts, as_is, seed)
-            except runtime.InputError as exc:  # the outputs stand; the report says why they were not verified
-                not_verified = exc
-    if const_dir is not None:
-        const_dir.cleanup()
-    result = reports.ConvertReport(str(source), backend.name, {k: str(v) for k, v in paths.items()}, report, checked,
-                                   before_report, changes, timer.timings, fusion, compiled=compiled)
-    written = result.as_dict()
-    if not_verified is not None:
-        written["verification_error"] = str(not_verified)
-    with model_io.atomic_path(paths["report"]) as tmp:
-        tmp.write_text(json.dumps(written, indent=2) + "\n")
+                with timer("export_onnx"):
+                    fusion, written = fuse_cpu.fuse_and_write(legalized, planned, opts, paths["onnx"], work)
+                    has_ort = ort_file.start(paths["onnx"], paths["ort"])  # (on a thread, beside what follows)
+                    written_partition, written_model = written or fuse_cpu.partition_written(
+                        paths["onnx"], backend, work / "written", opts)
+                compiled = None
+                if compile:
+                    with timer("compile"):
+                        compiled = to_epcontext.compile_into(paths, backend, stage.folder, work / "compile", opts)
+                with timer("export_ort"):
+                    if has_ort:
+                        ort_file.result()
+                    else:
+                        del paths["ort"]
+            finally:
+                ort_file.wait()
+            report = reports.backend_report(backend, written_partition.proposal, written_partition.nodes,
+                                            written_partition.costs, model=written_model)
+        report.rewrites, report.suggestions = rewrites, reports.suggestions(before_report, report, dynamic)
+        checked, not_verified = [], None
+        if verify:
+            with timer("verify"):
+                try:
+                    checked = verification.verify(reference, [p for k, p in paths.items() if k != "report"], backend,
+                                                  opts, as_is, seed)
+                except runtime.InputError as exc:  # the outputs stand; the report says why they were not verified
+                    not_verified = exc
+        if const_dir is not None:
+            const_dir.cleanup()
+        result = reports.ConvertReport(str(source), backend.name, {k: str(v) for k, v in paths.items()}, report,
+                                       checked, before_report, changes, timer.timings, fusion, compiled=compiled)
+        stage.relocate(result, checked, compiled)  # (the report names the files where they end up)
+        written = result.as_dict()
+        if not_verified is not None:
+            written["verification_error"] = str(not_verified)
+        stage.commit(written, report_name=paths["report"].name)  # report.json last, with each file's sha256
     if not_verified is not None:
         raise not_verified
-    verification.raise_on_mismatch(checked, paths["report"])
+    verification.raise_on_mismatch(checked, out_dir / paths["report"].name)
     return _with_html(result, html, node_data)
 
 
-def _after_convert(model: ir.Model, backend: Backend, options: Options, work: pathlib.Path) -> reports.BackendReport:
+def _after_convert(model: ir.Model, backend: Backend, options: Options, work: pathlib.Path, *,
+                   write_again: bool = True) -> reports.BackendReport:
     """What *backend* takes of the model ``convert`` writes: legalized, partitioned, the CPU part fused and the
-    file partitioned again as ORT sees it (the steps of :func:`convert`, into *work*)."""
+    file partitioned again as ORT sees it (the steps of :func:`convert`, into *work*).  Without *write_again*
+    (check on a model storing more than :data:`_AFTER_CONVERT_COPY_LIMIT` of weights, whose memory must stay
+    below their size), a model whose every node the backend claims is not written again: its partition is the
+    one planned, which is the written file's unless onnxruntime's basic optimizations change the graph."""
     legalized, partition, rewrites = _legalize_and_partition(model, backend, options)
+    assert partition.proposal is not None
+    if not write_again and sum(len(p.nodes) for p in partition.proposal.partitions) == len(legalized.graph):
+        report = reports.backend_report(backend, partition.proposal, partition.nodes, partition.costs,
+                                        model=legalized)
+        report.rewrites = rewrites
+        return report
     work.mkdir(parents=True, exist_ok=True)
     target = work / "model.onnx"
     _, written = fuse_cpu.fuse_and_write(legalized, partition, options, target, work)
@@ -168,6 +179,21 @@ def _after_convert(model: ir.Model, backend: Backend, options: Options, work: pa
                                     written_partition.costs, model=written_model)
     report.rewrites = rewrites
     return report
+
+
+#: Weights (bytes) above which check's after_convert does not write a fully claimed model again.
+_AFTER_CONVERT_COPY_LIMIT = 64 * 1024 * 1024
+
+
+def _stored_weight_bytes(proto) -> int:
+    """The bytes of the initializers a model file stores (in the file or in external data files)."""
+    total = 0
+    for tensor in proto.graph.initializer:
+        if tensor.data_location == 1:  # EXTERNAL
+            total += next((int(e.value) for e in tensor.external_data if e.key == "length"), 0)
+        else:
+            total += len(tensor.raw_data) or tensor.ByteSize()
+    return total
 
 
 def _legalize_and_partition(model: ir.Model, backend: Backend, options: Options

@@ -32,6 +32,9 @@ Exit codes:
   5  a backend plugin failed to load or misbehaved (with --strict)
   6  several models were given (folder, glob, list) and at least one failed;
      the summary says which and why, and the others were still processed
+  7  an output could not be written (-o names a file, read-only file system,
+     full disk); the output folder keeps its previous complete set
+  130  interrupted (Ctrl-C); the output folder keeps its previous complete set
 """
 
 
@@ -69,6 +72,7 @@ class _Group(click.Group):
     """Turns every error into one line and a documented exit code (``--debug`` shows tracebacks)."""
 
     def invoke(self, ctx: click.Context) -> object:
+        _commands_handle_interrupts()
         try:
             return super().invoke(ctx)
         except MobileEpError as exc:
@@ -78,10 +82,21 @@ class _Group(click.Group):
             ctx.exit(exc.exit_code)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
+        except OSError as exc:  # (writing an output: -o at a file, a read-only file system, a full disk)
+            if _debug(ctx):
+                raise
+            from mobile_ep.writes import output_error
+
+            error = output_error(exc, "output")
+            click.echo(f"mobile-ep: error: {escape(str(error), one_line=True)}", err=True)
+            ctx.exit(error.exit_code)
         except KeyboardInterrupt:
             click.echo("mobile-ep: interrupted", err=True)
             ctx.exit(130)
         except Exception as exc:
+            if _INTERRUPTED and not _debug(ctx):
+                click.echo("mobile-ep: interrupted", err=True)
+                ctx.exit(130)
             if _debug(ctx):
                 raise
             message = escape(" ".join(str(exc).split()), one_line=True) or "no message"
@@ -89,6 +104,24 @@ class _Group(click.Group):
                        "(rerun with --debug for the traceback)", err=True)
             ctx.exit(EXIT_FAILURE)
         return None
+
+
+_INTERRUPTED: list[bool] = []
+
+
+def _interrupt(signum, frame):
+    _INTERRUPTED.append(True)  # (an interrupt inside an import can reach us as an ImportError)
+    raise KeyboardInterrupt
+
+
+def _commands_handle_interrupts() -> None:
+    """Ctrl-C as KeyboardInterrupt again, once a command runs (see :mod:`mobile_ep.cli`)."""
+    import signal
+
+    from mobile_ep.cli import _interrupted_while_starting
+
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, _interrupt)
 
 
 def _debug(ctx: click.Context) -> bool:

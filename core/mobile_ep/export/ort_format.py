@@ -31,7 +31,7 @@ def write_ort(onnx_path: str | os.PathLike, ort_path: str | os.PathLike) -> path
     import onnxruntime as ort
 
     target = pathlib.Path(ort_path)
-    with mir.atomic_path(target) as tmp:
+    with mir.atomic_path(target, make_parent=False) as tmp:  # (on a thread: its folder may be gone)
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.optimized_model_filepath = str(tmp)
@@ -251,7 +251,7 @@ def canonicalize_ort_file(path: str | os.PathLike) -> None:
     if version_offset is not None:
         InferenceSession.AddOrtVersion(b, version_offset)
     b.Finish(InferenceSession.End(b), file_identifier=b"ORTM")
-    with mir.atomic_path(p) as tmp, open(tmp, "wb") as out, open(p, "rb") as source:
+    with mir.atomic_path(p, make_parent=False) as tmp, open(tmp, "wb") as out, open(p, "rb") as source:
         out.write(b.Output())
         out.write(bytes(gap))
         source.seek(model_pos)

@@ -1,0 +1,205 @@
+"""Writes: nothing misleading is ever left in the output folder.
+
+After any run, finished or stopped (an error, SIGINT, SIGKILL, a full or read-only disk), the output folder
+holds the previous complete set or the new one: ``report.json`` lists each file of its set with size and
+sha256, and those are the files beside it.  File-system errors are one line naming the path, exit code 7.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import helper, numpy_helper
+
+from mepkit import make_model, tensor
+from mobile_ep import errors
+from mobile_ep.cli.main import main
+from mobile_ep.writes import STAGING_PREFIX
+
+
+def matmul_model(path, n, seed=0):
+    """x [1, n] @ w [n, n]: *n* = 1500 makes a 9 MB model."""
+    w = np.random.default_rng(seed).standard_normal((n, n)).astype(np.float32)
+    onnx.save(make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [tensor("x", [1, n])],
+                         [tensor("y", [1, n])], [numpy_helper.from_array(w, "w")]), path)
+    return path
+
+
+def cli(*args, **kwargs):
+    return subprocess.Popen([sys.executable, "-m", "mobile_ep.cli", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}, **kwargs)
+
+
+def a_complete_set(out: pathlib.Path) -> dict[str, str] | None:
+    """The set *out* holds (name -> sha256), checked against its report.json; None when it has no report."""
+    leftovers = [p for p in out.rglob("*.tmp") if not p.relative_to(out).parts[0].startswith(STAGING_PREFIX)]
+    assert not leftovers, leftovers  # (only SIGKILL leaves a staging folder, which the next run removes)
+    report = out / "report.json"
+    if not report.exists():
+        return None
+    listed = json.loads(report.read_text())["files"]
+    for entry in listed:
+        data = (out / entry["path"]).read_bytes()
+        assert len(data) == entry["bytes"] and hashlib.sha256(data).hexdigest() == entry["sha256"], entry["path"]
+    present = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()
+               and not p.relative_to(out).parts[0].startswith(STAGING_PREFIX)}
+    assert present == {e["path"] for e in listed} | {"report.json"}, present
+    return {e["path"]: e["sha256"] for e in listed}
+
+
+def test_report_json_comes_last_and_lists_every_output(tmp_path, plugins):
+    model = matmul_model(tmp_path / "m.onnx", 8)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["convert", str(model), "--ep", "toy", "-o", str(out)], obj=plugins,
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    files = a_complete_set(out)
+    assert set(files) == {"m.toy.onnx", "m.toy.ort"}
+    report = json.loads((out / "report.json").read_text())
+    assert report["outputs"]["onnx"] == str(out / "m.toy.onnx")
+    assert [v["model"] for v in report["verification"]] == [str(out / "m.toy.onnx"), str(out / "m.toy.ort")]
+    assert not any(p.name.startswith(STAGING_PREFIX) for p in out.iterdir())
+
+
+def test_a_new_set_replaces_the_old_one_whole(tmp_path, plugins):
+    out = tmp_path / "out"
+    first = matmul_model(tmp_path / "a.onnx", 8)
+    assert CliRunner().invoke(main, ["convert", str(first), "--ep", "toy", "-o", str(out)], obj=plugins).exit_code == 0
+    # a model the ORT format cannot hold: its set has no .ort, and the old model's files go
+    w = helper.make_tensor("w", onnx.TensorProto.INT4, [4], [1, -2, 3, -4])
+    second = tmp_path / "b.onnx"
+    onnx.save(make_model([helper.make_node("DequantizeLinear", ["w", "s"], ["wf"]), helper.make_node("Add", ["x", "wf"], ["y"])],
+                         [tensor("x", [4])], [tensor("y", [4])],
+                         [w, numpy_helper.from_array(np.array(0.5, np.float32), "s")], opset=21), second)
+    result = CliRunner().invoke(main, ["convert", str(second), "--ep", "toy", "-o", str(out)], obj=plugins)
+    assert result.exit_code == 0, result.output
+    assert set(a_complete_set(out)) == {"b.toy.onnx"}
+
+
+@pytest.mark.parametrize("delay", [0.5, 1.5, 3.0])
+def test_sigint_says_interrupted_exits_130_and_leaves_the_old_set(tmp_path, delay):
+    out = tmp_path / "out"
+    small = matmul_model(tmp_path / "small.onnx", 8)
+    done = cli("convert", small, "--ep", "nnapi", "-o", out)
+    assert done.wait(300) == 0, done.stderr.read()
+    old = a_complete_set(out)
+    big = matmul_model(tmp_path / "big.onnx", 2500, seed=1)  # 25 MB: several seconds of work
+    proc = cli("convert", big, "--ep", "nnapi", "-o", out)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=300)
+    if proc.returncode == 0:  # (finished first)
+        assert set(a_complete_set(out)) == {"big.nnapi.onnx", "big.nnapi.ort"}
+        return
+    assert proc.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1] == "mobile-ep: interrupted"
+    assert a_complete_set(out) == old
+    assert not list(out.rglob("*.tmp")) and not any(p.name.startswith(STAGING_PREFIX) for p in out.iterdir())
+
+
+def test_sigkill_leaves_the_old_or_the_new_complete_set(tmp_path):
+    out = tmp_path / "out"
+    small = matmul_model(tmp_path / "m.onnx", 8)
+    assert cli("convert", small, "--ep", "nnapi", "-o", out).wait(300) == 0
+    old = a_complete_set(out)
+    big_dir = tmp_path / "big"
+    big_dir.mkdir()
+    big = matmul_model(big_dir / "m.onnx", 2000, seed=2)  # the same output names, other contents
+    seen = set()
+    for delay in (0.3, 1.0, 2.0, 3.0, 4.0, 6.0, 60.0):
+        proc = cli("convert", big, "--ep", "nnapi", "-o", out)
+        try:
+            proc.wait(delay)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        found = a_complete_set(out)
+        assert found is not None  # (no report only inside the few renames of a commit)
+        seen.add("old" if found == old else "new")
+        if proc.returncode == 0:
+            break
+    assert seen == {"old", "new"}
+    new = a_complete_set(out)
+    assert new != old and set(new) == set(old)
+    # the next run clears what killed runs left
+    assert cli("convert", big, "--ep", "nnapi", "-o", out).wait(300) == 0
+    assert not any(p.name.startswith(STAGING_PREFIX) for p in out.iterdir())
+
+
+# -- the file system refuses ----------------------------------------------------------------------
+def test_output_at_an_existing_file_or_under_one_is_one_line_exit_7(tmp_path, plugins):
+    model = matmul_model(tmp_path / "m.onnx", 8)
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    for out, cause in ((afile, "exists and is not a folder"), (afile / "sub", "a part of the path is a file")):
+        result = CliRunner().invoke(main, ["convert", str(model), "--ep", "toy", "-o", str(out)], obj=plugins)
+        assert result.exit_code == errors.EXIT_IO == 7, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"mobile-ep: error: {afile}") and cause in lines[0], lines
+    result = CliRunner().invoke(main, ["check", str(model), "--ep", "toy", "--html", str(afile / "r.html")],
+                                obj=plugins)
+    assert result.exit_code == 7 and len(result.stderr.strip().splitlines()) == 1, result.output
+    assert afile.read_text() == "mine"
+
+
+@contextlib.contextmanager
+def tmpfs(folder: pathlib.Path, size: str):
+    folder.mkdir()
+    if os.name != "posix" or os.geteuid() != 0 or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True).returncode:
+        pytest.skip("needs root and mount (a small tmpfs)")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@pytest.mark.parametrize("html", [False, True])
+def test_a_full_disk_is_one_line_exit_7_and_the_old_set_stays(tmp_path, html):
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        out = disk / "out"
+        assert cli("convert", matmul_model(tmp_path / "m.onnx", 8), "--ep", "nnapi", "-o", out).wait(300) == 0
+        old = a_complete_set(out)
+        big = matmul_model(tmp_path / "big.onnx", 700)  # 2 MB
+        args = ["check", big, "--ep", "nnapi", "--html", disk / "r.html"] if html else \
+            ["convert", big, "--ep", "nnapi", "-o", out]
+        if html:  # (fill the disk first: the page is small)
+            (disk / "filler").write_bytes(b"\0" * (disk.stat().st_blksize * 8))
+            with contextlib.suppress(OSError), open(disk / "filler2", "wb") as f:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+        proc = cli(*args)
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 7, stderr
+        lines = stderr.strip().splitlines()
+        assert len(lines) == 1 and "cannot write: no space left on the device" in lines[0], lines
+        assert a_complete_set(out) == old
+        assert not any(p.name.startswith(STAGING_PREFIX) for p in out.iterdir())
+
+
+def test_a_read_only_file_system_is_one_line_exit_7(tmp_path):
+    with tmpfs(tmp_path / "disk", "4m") as disk:
+        out = disk / "out"
+        model = matmul_model(tmp_path / "m.onnx", 8)
+        assert cli("convert", model, "--ep", "nnapi", "-o", out).wait(300) == 0
+        old = a_complete_set(out)
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        proc = cli("convert", matmul_model(tmp_path / "m2.onnx", 8, seed=3), "--ep", "nnapi", "-o", out)
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 7, stderr
+        lines = stderr.strip().splitlines()
+        assert len(lines) == 1 and "read-only file system" in lines[0] and str(out) in lines[0], lines
+        assert a_complete_set(out) == old
