@@ -71,7 +71,6 @@ KNOWN = {
         "test_lppool_2d_same_upper", "test_lppool_2d_strides",
         "test_nllloss_NCd1d2d3d4d5_mean_weight_expanded", "test_nllloss_NCd1d2d3d4d5_none_no_weight",
         "test_nllloss_NCd1d2d3d4d5_none_no_weight_expanded", "test_nllloss_NCd1d2d3_none_no_weight_negative_ii_expanded",
-        "test_not_2d", "test_not_3d", "test_not_4d",
         "test_qlinearmatmul_2D_uint8_float16", "test_qlinearmatmul_3D_uint8_float16",
         "test_qlinearmatmul_2D_int8_float16", "test_qlinearmatmul_3D_int8_float16",
     ], _UNSEEN),

@@ -2,7 +2,7 @@
 
 ``QnnRule.check_common`` runs, in this order:
 
-1. the opset range;
+1. the opset range, and the model's ai.onnx opset: the EP takes nothing of a model importing opset 6 or older;
 2. tensors of static shapes: every input and output the unit has is a tensor (not a sequence or optional)
    with a fully known shape (the EP reads each tensor's shape into a QNN tensor; a symbolic or unknown
    dimension fails); the first input and the outputs have no dimension of size 0;
@@ -28,6 +28,8 @@ __all__ = ["QnnRule", "FLOATS", "INTS", "QUANTIZED", "type_name", "attr", "Suppo
 FLOATS = frozenset({DataType.FLOAT, DataType.FLOAT16})
 #: Integer types the EP maps onto QNN integers (64-bit ones are narrowed to 32 bits).
 INTS = frozenset({DataType.INT32, DataType.INT64})
+#: The QNN EP takes nothing of a model whose ai.onnx opset import is older (seen with the real EP).
+MIN_MODEL_OPSET = 7
 #: The quantized types of QDQ tensors the HTP takes.
 QUANTIZED = frozenset({DataType.UINT8, DataType.INT8, DataType.UINT16, DataType.INT16})
 
@@ -53,6 +55,10 @@ class QnnRule(OpRule):
         answer = super().check_common(unit, ctx)
         if not answer:
             return answer
+        model_opset = ctx.opset("")
+        if model_opset is not None and model_opset < MIN_MODEL_OPSET:
+            return Support.no(f"the model imports ai.onnx opset {model_opset}: the QNN EP takes nothing of a model "
+                              f"below opset {MIN_MODEL_OPSET} (convert it to a newer opset)")
         node = unit.target
         for role, values in (("input", node.inputs), ("output", node.outputs)):
             if role == "output" and not self.static_outputs:
