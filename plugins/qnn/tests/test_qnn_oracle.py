@@ -68,7 +68,6 @@ KNOWN = {
     **dict.fromkeys([
         "test_attention_local_window_ext_cache_float16_mask_expanded",
         "test_depthtospace_example_expanded", "test_depthtospace_crd_mode_example_expanded",
-        "test_lppool_2d_same_upper", "test_lppool_2d_strides",
         "test_nllloss_NCd1d2d3d4d5_mean_weight_expanded", "test_nllloss_NCd1d2d3d4d5_none_no_weight",
         "test_nllloss_NCd1d2d3d4d5_none_no_weight_expanded", "test_nllloss_NCd1d2d3_none_no_weight_negative_ii_expanded",
         "test_qlinearmatmul_2D_uint8_float16", "test_qlinearmatmul_3D_uint8_float16",

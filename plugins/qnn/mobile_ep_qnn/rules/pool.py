@@ -46,3 +46,17 @@ class GlobalPool(QnnRule):
         if rank not in (3, 4, 5):
             return Support.no(f"rank-{rank} input: QNN global pooling is over 1-D to 3-D planes")
         return SUPPORTED
+
+
+class LpPool(QnnRule):
+    op_types = ("LpPool",)
+
+    def check(self, unit, ctx):
+        """p=2 (QNN's L2 pooling), 2-D, no dilation."""
+        node = unit.target
+        if attr(node, "p", 2) != 2:
+            return Support.no("p other than 2: QNN pools with the L2 norm only")
+        rank = ctx.rank(node.inputs[0])
+        if rank != 4:
+            return Support.no(f"rank-{rank} input: QNN's L2 pooling is 2-D")
+        return _no_dilation(node)
