@@ -114,3 +114,23 @@ def test_convert_and_check_are_byte_identical_across_hash_seeds(tmp_path, backen
     for seed, other in zip(HASH_SEEDS[1:], checks[1:], strict=True):
         assert other == checks[0], f"check --json differs with PYTHONHASHSEED={seed}"
 
+
+
+@pytest.mark.parametrize("model_format", ["MLProgram", "NeuralNetwork"])
+def test_coreml_compile_is_byte_identical_across_hash_seeds(tmp_path, backends, model_format):
+    # the Core ML model inside the compiled partition: its metadata map and op attributes in a fixed order
+    if "coreml" not in backends:
+        pytest.skip("the coreml backend is not installed")
+    results = []
+    for seed in HASH_SEEDS[:2]:
+        run_dir = tmp_path / f"run{seed}"
+        run_dir.mkdir()
+        _sample(run_dir)
+        _run(run_dir, seed, "convert", "model.onnx", "--ep", "coreml", "--compile", "-O",
+             f"coreml.model_format={model_format}", "-o", "out")
+        results.append(_outputs(run_dir / "out"))
+    assert any(name.endswith(".mlmodel") for name in results[0]) and any(
+        name.endswith(".compiled.onnx") for name in results[0])
+    assert sorted(results[1]) == sorted(results[0])
+    for name in results[0]:
+        assert results[1][name] == results[0][name], f"{name} differs between runs"

@@ -121,8 +121,20 @@ def save_package(model: Any, path: str | os.PathLike, metadata: Mapping[str, str
         user[key] = value
     with _quiet():
         model.save(str(path))
+    _deterministic_specs(path)
     _normalize_manifest(path)
     return path
+
+
+def _deterministic_specs(package: pathlib.Path) -> None:
+    """Rewrite each ``.mlmodel`` of the package with its protobuf maps (the metadata, op attributes and
+    inputs) in sorted order: coremltools serializes them in hash-map order, which changes between runs."""
+    from coremltools.proto import Model_pb2
+
+    for mlmodel in sorted(package.rglob("*.mlmodel")):
+        spec = Model_pb2.Model()
+        spec.ParseFromString(mlmodel.read_bytes())
+        mlmodel.write_bytes(spec.SerializeToString(deterministic=True))
 
 
 def _normalize_manifest(package: pathlib.Path) -> None:
