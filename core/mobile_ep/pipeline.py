@@ -92,7 +92,8 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
     """
     opts = Options.build(ep, **options)
     if len(opts.backends) != 1:
-        raise UsageError(f"convert targets one backend, got {ep!r}")
+        raise UsageError(f"convert takes one backend, got {len(opts.backends)} ({ep!r}); run convert once per "
+                         "backend (check compares several)")
     source, timer, out_dir = pathlib.Path(model), _Timer(), pathlib.Path(output)
     proto = load.validate(source)
     (backend,) = resolve_backends(opts, plugins)

@@ -214,6 +214,9 @@ def _options(state: _State, eps: str | None, option_values: Sequence[str], shape
              dims: Sequence[str] = (), max_partitions: int | None = None, min_nodes: int | None = None,
              legalize: bool = True, cost_model: bool = True) -> Options:
     """The command line's values as the one :class:`~mobile_ep.options.Options` object."""
+    if eps is not None and not [name for name in eps.split(",") if name.strip()]:
+        raise UsageError(f"--ep {eps!r} names no backend: give one or more (e.g. --ep nnapi), or leave --ep out "
+                         "for every installed backend")
     return Options.build(eps, options=option_values, shape=shapes, dim=dims, max_partitions=max_partitions,
                          min_nodes=min_nodes, legalize=legalize, cost_model=cost_model, strict=state.strict,
                          const=state.consts)
