@@ -52,6 +52,15 @@ def test_nnapi_takes_each_model_in_at_most_two_partitions(tmp_path, name):
         loads_at_every_level(written)
 
 
+@pytest.mark.skipif(not has_backend("nnapi"), reason="the NNAPI plugin is not installed")
+@pytest.mark.parametrize("name", sorted(modern_models.MODELS))
+def test_nnapi_compiles_each_model(tmp_path, name):
+    report, _ = _convert(tmp_path, name, "nnapi", compile=True, cost_model=False)
+    compiled = report["compiled"]
+    assert compiled["failures"] == [] and compiled["compiled_nodes"] == report["partitioning"]["supported_nodes"]
+    assert [v["ok"] for v in report["verification"]] == [True, True, True]
+
+
 @pytest.mark.skipif(not has_backend("coreml"), reason="the Core ML plugin is not installed")
 @pytest.mark.parametrize("model_format", ["MLProgram", "NeuralNetwork"])
 @pytest.mark.parametrize("name", sorted(modern_models.MODELS))
