@@ -205,9 +205,9 @@ def _reference(original: str | os.PathLike, seed: int, dims: Mapping[str, int] |
         try:
             return feeds, run(original, feeds)
         except ModelError as exc:
-            first = first or exc
             if "did not finish running" in str(exc):
-                break
+                raise  # (a model that does not end: not the inputs' fault)
+            first = first or exc
             if not any(not isinstance(d, int) or d < 0 for arg in _session(original).get_inputs()
                        for d in arg.shape or []):
                 break  # (every dim fixed: another fill gives the same inputs)
