@@ -190,6 +190,20 @@ def test_general_convtranspose_to_zero_insertion_and_conv(tmp_path, kw, in_hw):
     assert "Conv" in legal.applied[0].into
 
 
+@pytest.mark.parametrize("kw", [{"kernel_shape": [4], "strides": [2], "pads": [1, 1]},  # a vocoder's upsampler
+                                {"kernel_shape": [3], "strides": [3], "output_padding": [2]},
+                                {"kernel_shape": [5], "dilations": [2], "pads": [2, 3]}])
+def test_1d_convtranspose_to_zero_insertion_and_conv(tmp_path, kw):
+    import onnx
+
+    inits = [const("w", rnd(4, 3, kw["kernel_shape"][0])), const("b", rnd(3, seed=2))]
+    probe = onnx.shape_inference.infer_shapes(_one("ConvTranspose", ["w", "b"], [1, 4, 9], None, inits, **kw))
+    out = [d.dim_value for d in probe.graph.output[0].type.tensor_type.shape.dim]
+    proto = _one("ConvTranspose", ["w", "b"], [1, 4, 9], out, inits, **kw)
+    new, legal = check(tmp_path, proto, {"x": _edges(1, 4, 9)}, rewrites.ConvTransposeToConv(), exact=False)
+    assert "ConvTranspose" not in {n.op_type for n in new.graph.node}
+
+
 def test_convtranspose_with_pads_beyond_its_kernel_is_left_alone(tmp_path):
     proto = _one("ConvTranspose", ["w"], [1, 2, 6, 6], [1, 2, 7, 7], [const("w", rnd(2, 2, 2, 2))],
                  kernel_shape=[2, 2], strides=[2, 2], pads=[2, 2, 2, 2])

@@ -278,17 +278,18 @@ class PadToGather(Rewrite):
 
 
 class ConvTransposeToConv(Rewrite):
-    """2-D ConvTranspose (one group, equal strides, pads at most the dilated kernel extent) -> the input with
-    zeros inserted between its elements (Concat with zeros, DepthToSpace, Slice) and a zero-padded Conv with
-    the flipped, transposed kernel (the same products; zeros add nothing; equal within the sums' rounding)."""
+    """1-D or 2-D ConvTranspose (one group, equal strides, pads at most the dilated kernel extent) -> the
+    input with zeros inserted between its elements (Concat with zeros, then DepthToSpace, or for 1-D a Reshape;
+    Slice) and a zero-padded Conv with the flipped, transposed kernel (1-D: as a [k, 1] kernel; the same
+    products; zeros add nothing; equal within the sums' rounding)."""
 
     name = "convtranspose-to-conv"
     op_types = ("ConvTranspose",)
 
     def match(self, node: ir.Node, ctx: RuleContext) -> Support:
         shape = ctx.static_shape(node.inputs[0])
-        if shape is None or len(shape) != 4:
-            return Support.no("needs a static 4-D input")
+        if shape is None or len(shape) not in (3, 4):
+            return Support.no("needs a static 3-D or 4-D input")
         if not ctx.is_constant(node.inputs[1]) or (len(node.inputs) > 2 and node.inputs[2] is not None
                                                    and not ctx.is_constant(node.inputs[2])):
             return Support.no("weight and bias must be constant")
@@ -296,17 +297,19 @@ class ConvTransposeToConv(Rewrite):
             return Support.no("groups are not 1")
         if attr(node, "auto_pad", "NOTSET") != "NOTSET" or attr(node, "output_shape") is not None:
             return Support.no("auto_pad or output_shape is set")
-        strides = list(attr(node, "strides", [1, 1]))
-        if strides[0] != strides[1]:
+        spatial = len(shape) - 2
+        if len(set(attr(node, "strides", [1] * spatial))) != 1:
             return Support.no("the strides differ")
         weight = ctx.constant(node.inputs[1])
-        extent = [d * (k - 1) for d, k in zip(attr(node, "dilations", [1, 1]), weight.shape[2:], strict=True)]  # type: ignore[union-attr]
-        pads = list(attr(node, "pads", [0, 0, 0, 0]))
-        if any(p > extent[i % 2] for i, p in enumerate(pads)):
+        extent = [d * (k - 1) for d, k in zip(attr(node, "dilations", [1] * spatial), weight.shape[2:], strict=True)]  # type: ignore[union-attr]
+        pads = list(attr(node, "pads", [0] * 2 * spatial))
+        if any(p > extent[i % spatial] for i, p in enumerate(pads)):
             return Support.no("pads are larger than the dilated kernel extent")
         return _float(ctx, node.inputs[0])
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        if len(ctx.static_shape(node.inputs[0]) or ()) == 3:
+            return self._replace_1d(node, ctx, b)
         x = node.inputs[0]
         dtype = ctx.dtype(x)
         n, c, h, w = ctx.static_shape(x)  # type: ignore[misc]
@@ -331,3 +334,29 @@ class ConvTransposeToConv(Rewrite):
         inputs: list[ir.Value | None] = [z, b.const(kernel, "weight"), *node.inputs[2:3]]
         return [b.op("Conv", inputs, shape=ctx.shape(node.outputs[0]), dtype=dtype, kernel_shape=[int(kh), int(kw)],
                      dilations=[dh, dw], pads=pads)]
+
+    def _replace_1d(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        x = node.inputs[0]
+        dtype = ctx.dtype(x)
+        n, c, length = ctx.static_shape(x)  # type: ignore[misc]
+        weight = ctx.constant(node.inputs[1])
+        assert weight is not None
+        k = int(weight.shape[2])
+        s = int(attr(node, "strides", [1])[0])
+        d = int(attr(node, "dilations", [1])[0])
+        begin, end = (int(p) for p in attr(node, "pads", [0, 0]))
+        extra = int(attr(node, "output_padding", [0])[0])
+        z = _reshape(b, x, (n, c, length, 1), dtype)
+        zl = (length - 1) * s + 1
+        if s > 1:  # each element followed by s-1 zeros: a Concat on a trailing axis, read back as one axis
+            zeros = b.const(np.zeros((n, c, length, s - 1), dtype.numpy()), "zeros")  # type: ignore[union-attr]
+            stacked = b.op("Concat", [z, zeros], shape=(n, c, length, s), dtype=dtype, axis=3)
+            flat = _reshape(b, stacked, (n, c, length * s, 1), dtype)
+            ints = [b.const(np.array([v], np.int64), "slice") for v in (0, zl, 2)]
+            z = b.op("Slice", [flat, *ints], shape=(n, c, zl, 1), dtype=dtype)
+        kernel = np.ascontiguousarray(weight[:, :, ::-1].transpose(1, 0, 2)[..., None])
+        out = ctx.static_shape(node.outputs[0])
+        assert out is not None
+        conv = b.op("Conv", [z, b.const(kernel, "weight"), *node.inputs[2:3]], shape=(*out, 1), dtype=dtype,
+                    kernel_shape=[k, 1], dilations=[d, 1], pads=[d * (k - 1) - begin, 0, d * (k - 1) - end + extra, 0])
+        return [_reshape(b, conv, out, dtype)]
