@@ -320,6 +320,7 @@ def compile_model(source: str | os.PathLike, backend: Backend, target: str | os.
     work = pathlib.Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     model = mir.load(fold_constants.ort_optimized(source, work), check=False)
+    _keep_initializer_metadata(mir.load(source, check=False), model)
     partition = PartitionPass(backend, Options(cost_model=use_cost, max_partitions=max_partitions,
                                                min_nodes=min_nodes, strict=strict))
     partition(model)
@@ -480,3 +481,15 @@ def write_adapter(backend: Backend, folder: str | os.PathLike, names: dict[str, 
             data = text.encode("utf-8")
         _write(target.joinpath(*parts), data)
     return target
+
+
+def _keep_initializer_metadata(source: ir.Model, optimized: ir.Model) -> None:
+    """Copy the initializers' metadata (onnxruntime drops it when it writes the optimized model) by name: a
+    backend may have left notes for its compiler there (Core ML's folded quantized weights)."""
+    notes = {name: dict(v.const_value.metadata_props) for name, v in source.graph.initializers.items()
+             if v.const_value is not None and v.const_value.metadata_props}
+    if not notes:
+        return
+    for name, value in optimized.graph.initializers.items():
+        if name in notes and value.const_value is not None:
+            value.const_value.metadata_props.update(notes[name])

@@ -220,6 +220,35 @@ class MILBuilder:
             return data
         raise CompileError(f"value {value.name!r} is read before it is produced inside the partition")
 
+    def weight(self, value: ir.Value) -> Any:
+        """A weight for an op: :meth:`var`, or - for an int8/uint8 weight convert's ``fold_qdq`` dequantized - the
+        quantized data again, dequantized by ``constexpr_affine_dequantize`` when the program loads (ML Program,
+        iOS 16+, float32 compute precision): Core ML's weight compression, holding the same float32 values."""
+        from .qdq import quantization_of
+
+        if value in self._vars:
+            return self._vars[value]
+        data = self.const(value)
+        float32 = getattr(self.ctx.options, "compute_precision", "float32") == "float32"  # (fp16: plain constants)
+        quantization = quantization_of(value) if data is not None and self.mlprogram and float32 else None
+        if quantization is None or self.opset < coremltools().target.iOS16 or data.dtype != np.float32:
+            return self.var(value)
+        dtype = np.int8 if quantization["dtype"] == "int8" else np.uint8
+        scale = np.asarray(quantization["scale"], np.float32)
+        zero = np.asarray(quantization["zero_point"])
+        axis = int(quantization["axis"]) % data.ndim if scale.size > 1 else 0
+        shape = [1] * data.ndim
+        shape[axis] = scale.size
+        info = np.iinfo(dtype)
+        quantized = np.clip(np.rint(data / scale.reshape(shape)) + zero.reshape(shape), info.min, info.max)
+        if scale.size == 1:
+            scale, zero = scale.reshape(()), zero.reshape(())
+        var = self.mb.constexpr_affine_dequantize(quantized_data=quantized.astype(dtype),
+                                                  zero_point=zero.astype(dtype), scale=scale, axis=axis,
+                                                  name=self.tmp(value.name or "weight"))
+        self._vars[value] = var
+        return var
+
     def const(self, value: ir.Value | None) -> np.ndarray | None:
         """The constant value of *value* (an initializer or a Constant node's output) as MIL stores it."""
         data = constant_value(self.ctx, value)

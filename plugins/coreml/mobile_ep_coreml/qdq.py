@@ -24,7 +24,10 @@ import onnx_ir as ir
 
 from mobile_ep import Rewrite, RuleContext, Support
 
-__all__ = ["FoldDequantizeLinear"]
+__all__ = ["FoldDequantizeLinear", "QUANTIZATION_KEY", "quantization_of"]
+
+#: Metadata of a folded weight's initializer: how it was quantized (JSON: dtype, scale, zero_point, axis).
+QUANTIZATION_KEY = "mobile_ep.quantization"
 
 _RANGES = {ir.DataType.UINT8: (0, 255), ir.DataType.INT8: (-128, 127)}
 
@@ -72,7 +75,10 @@ class FoldDequantizeLinear(Rewrite):
         x = node.inputs[0]
         data = ctx.constant(x)
         if data is not None:
-            return [b.const(_dequantized(node, ctx, np.asarray(data)), "dequantized")]
+            folded = b.const(_dequantized(node, ctx, np.asarray(data)), "dequantized")
+            if ctx.dtype(x) in _RANGES:  # a weight: --compile may store it compressed again (mil.MILBuilder.weight)
+                folded.const_value.metadata_props[QUANTIZATION_KEY] = _quantization(node, ctx)
+            return [folded]
         q = ctx.producer(x)
         assert q is not None
         f = ir.DataType.FLOAT
@@ -103,3 +109,24 @@ def _dequantized(node: ir.Node, ctx: RuleContext, data: np.ndarray) -> np.ndarra
         shape[axis] = scale.size
         scale, zero = scale.reshape(shape), zero.reshape(shape)
     return ((data.astype(np.int64) - zero).astype(np.float32) * scale).astype(np.float32)
+
+
+def _quantization(node: ir.Node, ctx: RuleContext) -> str:
+    import json
+
+    scale = np.asarray(ctx.constant(_input(node, 1)), np.float32).reshape(-1)
+    zero = ctx.constant(_input(node, 2)) if _input(node, 2) is not None else None
+    zero = np.zeros(scale.shape, np.int64) if zero is None else np.asarray(zero).astype(np.int64).reshape(-1)
+    axis = node.attributes.get("axis")
+    return json.dumps({"dtype": "int8" if ctx.dtype(node.inputs[0]) == ir.DataType.INT8 else "uint8",
+                       "scale": [float(v) for v in scale], "zero_point": [int(v) for v in zero],
+                       "axis": int(axis.value) if axis is not None else 1})
+
+
+def quantization_of(value: ir.Value | None) -> dict | None:
+    """How the folded weight *value* was quantized (dtype, scale, zero_point, axis), or None."""
+    import json
+
+    tensor = value.const_value if value is not None else None
+    text = tensor.metadata_props.get(QUANTIZATION_KEY) if tensor is not None else None
+    return json.loads(text) if text else None

@@ -76,3 +76,22 @@ def test_a_folded_weight_is_what_onnxruntime_dequantizes(tmp_path):
     x[0, :, 0, 0] = 1.0  # the output at (0, 0) of each channel is the sum of its three weights
     expected = session.run(None, {"x": x})[0][0, :, 0, 0]
     np.testing.assert_array_equal(folded.sum(axis=(1, 2, 3), dtype=np.float32), expected)
+
+
+def _payload_op_types(result, folder) -> list[str]:
+    from mobile_ep import runtime
+    from mobile_ep_coreml.compiler import open_payload
+
+    steps = runtime.plan_compiled(onnx.load(result.compiled.path), folder)
+    (step,) = [s for s in steps if s.kind == "partition"]
+    return open_payload(step.payload).op_types
+
+
+def test_compile_stores_folded_weights_compressed_from_ios16(qdq_models, tmp_path):
+    ios16 = mobile_ep.Options.build("coreml", options=["coreml.fold_qdq=true", "coreml.deployment_target=iOS16"])
+    result = mobile_ep.convert(qdq_models["resnet18"], "coreml", tmp_path / "16", compile=True, options=ios16)
+    assert "constexpr_affine_dequantize" in _payload_op_types(result, tmp_path / "16")
+    _within_one_step(result)
+    # iOS 15 has no constexpr ops: the same weights as float32 constants
+    ios15 = mobile_ep.convert(qdq_models["resnet18"], "coreml", tmp_path / "15", compile=True, options=FOLD)
+    assert "constexpr_affine_dequantize" not in _payload_op_types(ios15, tmp_path / "15")

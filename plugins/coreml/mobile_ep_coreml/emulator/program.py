@@ -49,6 +49,10 @@ def _tensor_type(value_type: Any, where: str) -> tuple[Any, tuple[int | None, ..
     return mil_numpy_dtype(tensor.dataType), tuple(dims)
 
 
+#: Ops whose value is known when the program loads (no inputs; evaluated once).
+_CONSTANT_OPS = frozenset({"const", "constexpr_affine_dequantize"})
+
+
 class MILInterpreter:
     """Executes the ``main`` function of a saved ML Program with numpy."""
 
@@ -71,9 +75,11 @@ class MILInterpreter:
         for op in self.block.operations:
             if op.type == "const":
                 self._consts[op.outputs[0].name] = self._value(op.attributes["val"], op)
+            elif op.type == "constexpr_affine_dequantize":
+                self._consts[op.outputs[0].name] = self._affine_dequantize(op)
         #: Op types the program uses, in order of first use (for reports and errors).
         self.op_types = list(dict.fromkeys(op.type for op in self.block.operations))
-        unknown = [t for t in self.op_types if t != "const" and t not in KERNELS]
+        unknown = [t for t in self.op_types if t not in _CONSTANT_OPS and t not in KERNELS]
         if unknown:
             first = next(op for op in self.block.operations if op.type == unknown[0])
             raise CompileError(
@@ -82,6 +88,21 @@ class MILInterpreter:
                 + (f"; also {', '.join(repr(u) for u in unknown[1:])}" if len(unknown) > 1 else ""))
 
     # -- values ---------------------------------------------------------------------------------------
+    def _affine_dequantize(self, op: Any) -> np.ndarray:
+        """``constexpr_affine_dequantize`` (iOS 16): ``(quantized_data - zero_point) · scale`` in float32, the scale
+        and zero point per tensor or along ``axis``; evaluated once, when the program loads."""
+        data = self._value(op.attributes["quantized_data"], op)
+        zero = np.asarray(self._value(op.attributes["zero_point"], op))
+        scale = np.asarray(self._value(op.attributes["scale"], op), np.float32)
+        axis = int(np.asarray(self._value(op.attributes["axis"], op)).reshape(-1)[0]) if "axis" in op.attributes \
+            else 0
+        if scale.size > 1 or zero.size > 1:
+            shape = [1] * data.ndim
+            shape[axis % data.ndim] = max(scale.size, zero.size)
+            scale = scale.reshape(shape) if scale.size > 1 else scale.reshape(())
+            zero = zero.reshape(shape) if zero.size > 1 else zero.reshape(())
+        return ((data.astype(np.int32) - zero.astype(np.int32)).astype(np.float32) * scale).astype(np.float32)
+
     def _value(self, value: Any, op: Any) -> Any:
         where = f"{op.type} {_op_name(op)!r}"
         dtype, shape = _tensor_type(value.type, where)
@@ -135,7 +156,7 @@ class MILInterpreter:
                                    f"takes {['?' if d is None else d for d in dims]}")
             env[name] = array
         for op in self.block.operations:
-            if op.type == "const":
+            if op.type in _CONSTANT_OPS:
                 continue
             self._execute(op, env)
         missing = [name for name in self.block.outputs if name not in env]

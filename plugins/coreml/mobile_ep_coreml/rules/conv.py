@@ -79,7 +79,7 @@ def lower_conv(unit: NodeUnit, ctx: RuleContext, b: MILBuilder, name: str) -> An
     strides = [int(s) for s in attr(node, "strides", (1,) * spatial)]
     dilations = [int(d) for d in attr(node, "dilations", (1,) * spatial)]
     pad_type, pads = window_pads(node, ctx, w_shape[2:], strides, dilations)
-    weight = b.var(w)
+    weight = b.weight(w) if all(d == 1 for d in dilations) else b.var(w)  # (compressed if fold_qdq made it)
     if not isinstance(weight, np.ndarray) and any(d != 1 for d in dilations):
         raise CompileError("Core ML needs a constant weight for a dilated convolution")
     kwargs: dict[str, Any] = {"x": b.var(x), "weight": weight, "strides": strides, "dilations": dilations,
