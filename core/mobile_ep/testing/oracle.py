@@ -152,6 +152,8 @@ def real_placement(model: str | pathlib.Path, ep: ExecutionProvider, workdir: st
     work = pathlib.Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     out = work / "context.onnx"
+    for stale in work.glob("context*"):  # (an EP that takes nothing writes nothing: never read an old file)
+        stale.unlink()
     so = ep.session_options()
     so.add_session_config_entry("ep.context_enable", "1")
     so.add_session_config_entry("ep.context_file_path", str(out))
