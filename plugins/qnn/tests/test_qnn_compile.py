@@ -84,3 +84,20 @@ def test_without_compile_the_ep_aware_model(tmp_path, precision):
     assert result.exit_code == 0, result.output
     assert (out / "light_squeezenet.qnn.onnx").is_file() and (out / "light_squeezenet.qnn.ort").is_file()
     assert not list(out.glob("*.compiled.onnx"))
+
+
+def test_quantize_for_qnn_then_compile(tmp_path, qnn_backend, qnn_ep):
+    """``mobile-ep quantize --ep qnn`` (onnxruntime.quantization's QNN configuration), then the oracle and
+    ``convert --compile`` on the quantized model."""
+    from mobile_ep.testing import run_oracle
+
+    float_path, quantized = tmp_path / "cnn.onnx", tmp_path / "cnn_q.onnx"
+    onnx.save(qnn_models.small_cnn(), float_path)
+    result = CliRunner().invoke(main, ["quantize", str(float_path), "--ep", "qnn", "--random", "4", "-o", str(quantized)])
+    assert result.exit_code == 0, result.output
+    assert "quantized for qnn" in result.output
+    placement = run_oracle(qnn_backend, quantized, qnn_ep, case="quantized for qnn")
+    assert placement.matches, placement.diff()
+    assert len(placement.real.partitions) == 1
+    compiled = _convert(quantized, tmp_path / "out", "-O", "qnn.precision=quantized")
+    assert len(compiled["partitions"]) == 1
