@@ -28,9 +28,19 @@ from mobile_ep.contract.plugins import Plugins, make_plugins
 from mobile_ep.errors import ModelError, UsageError
 from mobile_ep.options import Options
 
-__all__ = ["quantize", "read_calibration", "QuantizeReport", "OutputAccuracy"]
+__all__ = ["quantize", "read_calibration", "QuantizeReport", "OutputAccuracy", "WeightsOnly"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightsOnly:
+    """What a ``mobile_ep_quantization_config`` hook returns for weight-only quantization: onnxruntime quantizes
+    the model with *config* (its calibration included; ``QDQKeepRemovableActivations`` set, so no Relu or Clip is
+    dropped), then only the weights' DequantizeLinear nodes are kept: every QuantizeLinear → DequantizeLinear
+    pair on an activation is removed, so activations stay float."""
+
+    config: Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,14 +257,23 @@ def quantize(model: str | os.PathLike, ep: str, output: str | os.PathLike | None
         if config is None:
             raise UsageError(f"backend {backend.name!r} declares no quantization (its plugin implements no "
                              "mobile_ep_quantization_config hook); quantize with onnxruntime.quantization directly")
+        weights_only = isinstance(config, WeightsOnly)
+        if weights_only:  # a Relu/Clip the activation's quantization would make redundant must stay
+            config.config.extra_options = {**(config.config.extra_options or {}), "QDQKeepRemovableActivations": True}
         quantized = work / "quantized.onnx"
-        _run_quantizer(prepared, quantized, config, source)
+        _run_quantizer(prepared, quantized, config.config if weights_only else config, source)
+        result = model_io.load(quantized, check=False)
+        if weights_only:
+            _drop_activation_quantization(result.graph)
         target.parent.mkdir(parents=True, exist_ok=True)
-        model_io.save(model_io.load(quantized, check=False), target)
+        model_io.save(result, target)
     accuracy = _accuracy(source, target, samples)
     checked = check_model(target, backend.name, options=opts, plugins=plugins) if check else None
+    described_config = _describe(config.config if weights_only else config)
+    if weights_only:
+        described_config = {**described_config, "activations": "float (weights only)"}
     return QuantizeReport(str(source), str(target), backend.name, described, len(samples), random is not None,
-                          _describe(config), accuracy, checked)
+                          described_config, accuracy, checked)
 
 
 def _preprocess(source: pathlib.Path, work: pathlib.Path) -> pathlib.Path:
@@ -282,6 +301,31 @@ def _run_quantizer(prepared: pathlib.Path, quantized: pathlib.Path, config: Any,
         raise ModelError(f"{source}: onnxruntime.quantization failed: {message}") from None
     finally:
         logging.getLogger().disabled = was
+
+
+def _drop_activation_quantization(graph: Any) -> None:
+    """Remove every QuantizeLinear of a computed (non-constant) tensor with the DequantizeLinear nodes reading
+    it: their consumers read the float tensor again.  The weights' DequantizeLinear nodes stay."""
+    for q in [n for n in graph if n.op_type == "QuantizeLinear" and n.domain in ("", "ai.onnx")]:
+        source = q.inputs[0]
+        if source is None or source.const_value is not None or q.outputs[0].is_graph_output():
+            continue
+        readers = [use.node for use in q.outputs[0].uses()]
+        if not readers or any(r.op_type != "DequantizeLinear" for r in readers):
+            continue
+        outputs = [r.outputs[0] for r in readers if r.outputs[0].is_graph_output()]
+        if len(outputs) > 1 or (outputs and (source.is_graph_input() or source.is_graph_output())):
+            continue  # (the model's interface keeps its names)
+        for dq in readers:
+            old = dq.outputs[0]
+            if old.is_graph_output():
+                name, old.name = old.name, f"{old.name}/dequantized"
+                old.replace_all_uses_with(source, replace_graph_outputs=True)
+                source.name = name
+            else:
+                old.replace_all_uses_with(source)
+            graph.remove(dq, safe=True)
+        graph.remove(q, safe=True)
 
 
 def _describe(config: Any) -> dict[str, Any]:

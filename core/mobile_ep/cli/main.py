@@ -592,7 +592,8 @@ def quantize(state: _State, model: pathlib.Path, ep: str, calibration: pathlib.P
 
     The backend declares what it can run quantized and onnxruntime.quantization does the rest: NNAPI
     takes uint8 activations and int8 weights per tensor, per channel for Conv weights from API 29
-    (-O nnapi.api_level=29 or later).  Calibration data should look like what the app will feed: give a
+    (-O nnapi.api_level=29 or later); Core ML gets int8 weights only (activations stay float; convert
+    it with -O coreml.fold_qdq=true).  Calibration data should look like what the app will feed: give a
     folder of samples with --calibration; --random N only checks that the workflow runs.
 
     \b

@@ -63,6 +63,6 @@ def mobile_ep_quantization_config(backend: Backend, model_path: str, calibration
 
     Return an ``onnxruntime.quantization.StaticQuantConfig`` (QDQ format, the activation and weight types,
     per-tensor or per-channel weights, ``extra_options`` such as ``TensorQuantOverrides``) - for example
-    what ``onnxruntime.quantization.execution_providers.qnn.get_qnn_qdq_config`` builds for QNN - or
-    ``None``.  Stops at the first non-``None`` result; with none, ``mobile-ep quantize`` refuses the backend.
+    what ``onnxruntime.quantization.execution_providers.qnn.get_qnn_qdq_config`` builds for QNN -,
+    ``mobile_ep.quantize.WeightsOnly(config)`` to keep only the weights quantized, or ``None``.  Stops at the first non-``None`` result; with none, ``mobile-ep quantize`` refuses the backend.
     """

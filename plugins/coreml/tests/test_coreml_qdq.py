@@ -95,3 +95,19 @@ def test_compile_stores_folded_weights_compressed_from_ios16(qdq_models, tmp_pat
     # iOS 15 has no constexpr ops: the same weights as float32 constants
     ios15 = mobile_ep.convert(qdq_models["resnet18"], "coreml", tmp_path / "15", compile=True, options=FOLD)
     assert "constexpr_affine_dequantize" not in _payload_op_types(ios15, tmp_path / "15")
+
+
+def test_quantize_for_coreml_is_weight_only_and_compiles_compressed(tmp_path):
+    from mobile_ep.quantize import quantize
+
+    float_model = quant_models.write("mobilenet_v2", tmp_path / "float", quantized=False)
+    report = quantize(float_model, "coreml", tmp_path / "m.qdq.onnx", random=3, options=FOLD)
+    assert report.config["activations"] == "float (weights only)" and report.accuracy[0].sqnr_db > 20
+    ops = [n.op_type for n in onnx.load(str(tmp_path / "m.qdq.onnx")).graph.node]
+    assert "QuantizeLinear" not in ops and ops.count("DequantizeLinear") > 0 and "Clip" in ops  # ReLU6 kept
+    after = report.check.after_convert["coreml"]
+    assert len(after.partitions) == 1 and after.supported_nodes == after.nodes
+    ios16 = mobile_ep.Options.build("coreml", options=["coreml.fold_qdq=true", "coreml.deployment_target=iOS16"])
+    result = mobile_ep.convert(tmp_path / "m.qdq.onnx", "coreml", tmp_path / "out", compile=True, options=ios16)
+    assert "constexpr_affine_dequantize" in _payload_op_types(result, tmp_path / "out")
+    assert all(v.ok for v in result.verification)
