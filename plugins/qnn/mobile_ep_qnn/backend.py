@@ -16,18 +16,25 @@ __all__ = ["QnnBackend", "QnnOptions", "HTP_ARCHS", "QDQ_OPS"]
 #: The ``htp_arch`` values the EP parses (0: as the SoC says).
 HTP_ARCHS = (0, 68, 69, 73, 75, 81)
 
-#: Op types ORT groups into QDQ node units (DequantizeLinear -> op -> QuantizeLinear), as its QDQ selectors do;
-#: the QNN EP takes or leaves each unit whole.
+#: Op types grouped into QDQ node units (DequantizeLinear -> op -> QuantizeLinear): the QNN EP's own list of
+#: ORT's QDQ selectors (misc, unary, binary, variadic, ... ops); the EP takes or leaves each unit whole.
 QDQ_OPS = frozenset({
-    "Gather", "GatherElements", "Reshape", "Expand", "Flatten", "Transpose", "MaxPool", "Resize", "Squeeze",
-    "Unsqueeze", "Tile", "ArgMax", "ArgMin", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LeakyRelu",
-    "ReduceMean", "ReduceMin", "ReduceMax", "ReduceProd", "ReduceSum", "Relu", "Gelu", "Elu", "HardSwish",
-    "HardSigmoid", "Sigmoid", "Slice", "Softmax", "LogSoftmax", "Sqrt", "Atan", "Asin", "Sin", "Cos", "Sign",
-    "Tanh", "Exp", "Log", "LRN", "Ceil", "Floor", "Round", "Abs", "Neg", "DepthToSpace", "SpaceToDepth", "Clip",
-    "LpNormalization", "Add", "Div", "Mul", "Pow", "Sub", "PRelu", "GridSample", "Concat", "Max", "Min", "Split",
-    "Conv", "ConvTranspose", "MatMul", "Gemm", "InstanceNormalization", "BatchNormalization",
-    "LayerNormalization", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Where", "Pad", "TopK",
-    "CumSum", "Einsum",
+    # misc (Q/DQ dropped around them)
+    "Expand", "Flatten", "Gather", "GatherElements", "MaxPool", "Reshape", "Resize", "Squeeze", "Tile", "Transpose",
+    "Unsqueeze",
+    # only a DequantizeLinear before them
+    "ArgMax", "ArgMin", "NonZero",
+    # unary
+    "Abs", "Asin", "Atan", "AveragePool", "Ceil", "Cos", "DepthToSpace", "Elu", "Erf", "Exp", "Floor", "Gelu",
+    "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "HardSwish", "LRN", "LeakyRelu", "Log", "LogSoftmax",
+    "LpNormalization", "Neg", "ReduceL2", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd",
+    "ReduceSum", "Relu", "Round", "Sigmoid", "Sign", "Sin", "Slice", "Softmax", "Softplus", "SpaceToDepth", "Sqrt",
+    "Tanh", "Clip",
+    # binary, variadic and the rest
+    "Add", "Div", "GridSample", "Mul", "Pow", "PRelu", "Sub", "Concat", "Max", "Min", "Split", "Conv",
+    "ConvTranspose", "Einsum", "Reciprocal", "MatMul", "Gemm", "InstanceNormalization", "LayerNormalization",
+    "BatchNormalization", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Where", "Pad", "TopK",
+    "CumSum", "ScatterElements", "RMSNormalization",
 })
 
 Precision = Literal["float32", "fp16", "quantized"]

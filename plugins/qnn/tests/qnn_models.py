@@ -113,31 +113,36 @@ def dynamic_cnn() -> onnx.ModelProto:
     return small_cnn(batch="N")
 
 
-def qdq_cnn(folder: pathlib.Path) -> pathlib.Path:
-    """:func:`small_cnn` quantized to QDQ by onnxruntime.quantization with its QNN configuration (uint8
-    activations, uint8 weights), calibrated on deterministic random inputs; returns the written path."""
+def quantized(model: onnx.ModelProto, folder: pathlib.Path, name: str) -> pathlib.Path:
+    """*model* quantized to QDQ by onnxruntime.quantization with its QNN configuration (``get_qnn_qdq_config``:
+    uint8 activations and weights), calibrated on four deterministic random inputs; returns the written path."""
     from onnxruntime.quantization import CalibrationDataReader, quantize
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
 
     folder.mkdir(parents=True, exist_ok=True)
-    float_path = folder / "cnn_float.onnx"
-    onnx.save(small_cnn(), float_path)
+    float_path = folder / f"{name}_float.onnx"
+    onnx.save(model, float_path)
     rng = np.random.default_rng(0)
+    inputs = [(i.name, [d.dim_value for d in i.type.tensor_type.shape.dim]) for i in model.graph.input]
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
-            self.items = iter([{"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(4)])
+            self.items = iter([{n: rng.standard_normal(s).astype(np.float32) for n, s in inputs} for _ in range(4)])
 
         def get_next(self):
             return next(self.items, None)
 
-    config = get_qnn_qdq_config(str(float_path), Reader())
-    out = folder / "cnn_qdq.onnx"
-    quantize(str(float_path), str(out), config)
-    model = onnx.load(str(out))
-    model.ir_version = IR_VERSION
-    onnx.save(model, out)
+    out = folder / f"{name}_qdq.onnx"
+    quantize(str(float_path), str(out), get_qnn_qdq_config(str(float_path), Reader()))
+    written = onnx.load(str(out))
+    written.ir_version = IR_VERSION
+    onnx.save(written, out)
     return out
+
+
+def qdq_cnn(folder: pathlib.Path) -> pathlib.Path:
+    """:func:`small_cnn` quantized for QNN (:func:`quantized`)."""
+    return quantized(small_cnn(), folder, "cnn")
 
 
 def differential_graphs():

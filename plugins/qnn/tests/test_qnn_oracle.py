@@ -105,6 +105,14 @@ def test_qdq_cnn_leaves_the_boundary_qdq_on_the_cpu(qnn_backend, qnn_ep, tmp_pat
     assert cpu == ["DequantizeLinear", "QuantizeLinear"]  # the input's Q and the output's DQ
 
 
+@pytest.mark.parametrize("name", ["transformer_encoder", "lstm_speech"])
+def test_quantized_model_as_the_real_ep(qnn_backend, qnn_ep, tmp_path, name):
+    path = qnn_models.quantized(getattr(qnn_models, name)(), tmp_path, name)
+    result = run_oracle(qnn_backend, path, qnn_ep, case=f"{name} QDQ")
+    _check(result)
+    assert result.real.partitions and len(result.real_nodes) > 0.9 * len(result.nodes)
+
+
 def test_qdq_cnn_without_offloading_takes_the_boundary_qdq(qnn_backend, tmp_path):
     backend = qnn_backend.configure({"offload_graph_io_quantization": "false"})
     result = run_oracle(backend, qnn_models.qdq_cnn(tmp_path), backend.execution_provider(), case="qdq_cnn")

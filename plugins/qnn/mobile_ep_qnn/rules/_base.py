@@ -10,7 +10,8 @@
    default). In a QDQ unit the quantized tensors of its DequantizeLinear/QuantizeLinear nodes must be 8- or
    16-bit integers (int32 for a bias);
 4. the inputs that must be constant initializers (:attr:`QnnRule.constant_inputs`: axes, pads, sizes... the
-   EP reads them when it builds the graph; an empty one, shape ``[0]``, counts as omitted);
+   EP reads them when it builds the graph; a DequantizeLinear of a constant counts as one, an empty input,
+   shape ``[0]``, as omitted);
 
 then the op's own ``check`` (the builder's ``IsOpSupported``).
 """
@@ -94,7 +95,7 @@ class QnnRule(OpRule):
                                       "quantizes to 8 or 16 bits")
         for index, what in self.constant_inputs.items():
             value = node.inputs[index] if index < len(node.inputs) else None
-            if value is not None and not ctx.is_constant(value) and ctx.static_shape(value) != (0,):
+            if value is not None and not constant_or_dequantized(value, ctx) and ctx.static_shape(value) != (0,):
                 return Support.no(f"the {what} (input {index}) is not a constant initializer: the QNN EP "
                                   "needs it when it builds the graph")
         return SUPPORTED
@@ -105,6 +106,15 @@ class QnnRule(OpRule):
     def conditions(self, op_type: str) -> list[str]:
         """The op's conditions for ``mobile-ep ops`` (every opset: no opset range to show)."""
         return [item for item in super().conditions(op_type) if not item.startswith("opset 1–")]
+
+
+def constant_or_dequantized(value: ir.Value, ctx: RuleContext) -> bool:
+    """A constant initializer, or the DequantizeLinear of one (a quantized weight in a QDQ model)."""
+    if ctx.is_constant(value):
+        return True
+    producer = ctx.producer(value)
+    return (producer is not None and producer.op_type == "DequantizeLinear" and producer.domain in ("", "ai.onnx")
+            and ctx.is_constant(producer.inputs[0]))
 
 
 def all_types(node: ir.Node, ctx: RuleContext) -> list[DataType | None]:
