@@ -8,6 +8,8 @@ import os
 import signal
 import sys
 
+__all__: list[str] = []
+
 
 def _interrupted_while_starting(signum, frame):  # pragma: no cover - timing
     sys.stderr.write("mobile-ep: interrupted\n")
