@@ -294,6 +294,7 @@ class _Watchdog:
         self.current: _Contract | None = None
         self.since = 0.0
         self.expired: _Contract | None = None  # the contract whose rule is being interrupted
+        self.previous: Any = None  # the SIGALRM handler before ours
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
 
@@ -303,7 +304,7 @@ class _Watchdog:
             return False
         with self.lock:
             if self.thread is None:
-                signal.signal(signal.SIGALRM, self._on_alarm)
+                self.previous = signal.signal(signal.SIGALRM, self._on_alarm)
                 self.thread = threading.Thread(target=self._watch, name="mobile-ep-rule-budget", daemon=True)
                 self.thread.start()
         return True
@@ -312,6 +313,8 @@ class _Watchdog:
         if self.expired is not None:
             self.expired = None
             raise _OverBudget
+        if callable(self.previous):  # (an application's own alarm, passed on)
+            self.previous(signum, frame)
 
     def _watch(self) -> None:
         main = threading.main_thread().ident
