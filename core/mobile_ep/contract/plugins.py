@@ -338,6 +338,7 @@ class _Contract:
         self.budget = budget
         self.strict = strict
         self.spent = 0.0
+        self.depth = 0  # calls in progress (rules may ask about other nodes)
         self.violation: str | None = None
 
     def call(self, what, func, *args):
@@ -345,10 +346,13 @@ class _Contract:
         violation (the backend is dropped)."""
         if self.violation is not None:
             return False, None
+        if self.depth:  # a rule asking about another node (ctx.claims): timed and guarded as part of the first
+            return True, func(*args)
         watched = self.budget != float("inf") and _WATCHDOG.start()
         start = time.perf_counter()
         if watched:
             _WATCHDOG.since, _WATCHDOG.current = start, self
+        self.depth += 1
         try:
             return True, func(*args)
         except _OverBudget:
@@ -358,6 +362,7 @@ class _Contract:
             self.violate(f"{what()} raised {type(exc).__name__}({getattr(exc, 'code', '') or ''}), which a rule "
                          "must never do")
         finally:
+            self.depth -= 1
             if watched:
                 _WATCHDOG.current = _WATCHDOG.expired = None
             self.spent += time.perf_counter() - start
