@@ -260,3 +260,23 @@ def test_inputs_that_cannot_be_built_blame_the_inputs_and_keep_the_report(tmp_pa
     assert (out / "six.toy.onnx").exists()
     result = run(["convert", str(path), "--ep", "toy", "-o", str(out), "--shape", "x=6"], plugins)
     assert result.exit_code == 0, result.output
+
+
+def test_a_sparse_constant_and_map_outputs(tmp_path):
+    values = numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "v")
+    sparse = helper.make_sparse_tensor(values, numpy_helper.from_array(np.array([0, 3], np.int64), "i"), [4])
+    seq_map = helper.make_sequence_type_proto(
+        helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, [])))
+    m = make_model([helper.make_node("Constant", [], ["c"], sparse_value=sparse), helper.make_node("Add", ["x", "c"], ["s"]),
+                    helper.make_node("Reshape", ["s", "shape"], ["r"]),
+                    helper.make_node("ZipMap", ["r"], ["y"], domain="ai.onnx.ml", classlabels_int64s=[0, 1, 2, 3])],
+                   [tensor("x", [4])], [value_info("y", seq_map)], [const("shape", np.array([1, 4], np.int64))],
+                   extra_opsets=[("ai.onnx.ml", 1)])
+    path = save(tmp_path, m, "zipmap", {"x": np.zeros(4, np.float32)})
+    out = tmp_path / "out"
+    proc = cli("convert", str(path), "--ep", "nnapi", "-o", str(out))
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert [v["ok"] for v in report["verification"]] == [True, True]
+    got = ort.InferenceSession(str(out / "zipmap.nnapi.onnx")).run(None, {"x": np.zeros(4, np.float32)})[0]
+    assert got == [{0: 1.0, 1: 0.0, 2: 0.0, 3: 2.0}]

@@ -475,7 +475,7 @@ def _take_shapes(model: ir.Model, inferred: onnx.ModelProto) -> None:
         values = ir.convenience.create_value_mapping(graph, include_subgraphs=False)
         for info in [*proto.value_info, *proto.output]:
             value = values.get(info.name)
-            if value is not None:
+            if value is not None and not _has_map(info.type):  # (onnx_ir has no map types)
                 shape = ir.serde.deserialize_type_proto_for_shape(info.type)
                 value.shape = shape if shape is not None else value.shape
                 type_ = ir.serde.deserialize_type_proto_for_type(info.type)
@@ -562,9 +562,22 @@ def _dense(sparse: onnx.SparseTensorProto) -> onnx.TensorProto:
     return numpy_helper.from_array(dense.reshape(dims), sparse.values.name)
 
 
+def _has_map(type_proto: onnx.TypeProto) -> bool:
+    kind = type_proto.WhichOneof("value")
+    if kind == "map_type":
+        return True
+    if kind in ("sequence_type", "optional_type"):
+        return _has_map(getattr(type_proto, kind).elem_type)
+    return False
+
+
 def _densified(proto: onnx.ModelProto, label: str | None) -> onnx.ModelProto:
-    """*proto*, or a copy of it with its sparse initializers made dense (onnx_ir does not read them)."""
-    if not any(len(graph.sparse_initializer) for graph in _graphs(proto.graph)):
+    """*proto*, or a copy of it that onnx_ir can read: sparse initializers made dense, and the declared type
+    of values of map types (``ZipMap``'s ``seq(map(...))``) left out, for onnxruntime to infer."""
+    sparse = any(len(graph.sparse_initializer) for graph in _graphs(proto.graph))
+    maps = any(_has_map(value.type) for graph in _graphs(proto.graph)
+               for value in [*graph.input, *graph.output, *graph.value_info])
+    if not sparse and not maps:
         return proto
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
@@ -572,6 +585,9 @@ def _densified(proto: onnx.ModelProto, label: str | None) -> onnx.ModelProto:
         for graph in _graphs(copy.graph):
             graph.initializer.extend(_dense(sparse) for sparse in graph.sparse_initializer)
             del graph.sparse_initializer[:]
+            for value in [*graph.input, *graph.output, *graph.value_info]:
+                if _has_map(value.type):
+                    value.ClearField("type")
     except _Refused as exc:
         raise ModelError(f"{label + ': ' if label else ''}{exc}") from None
     except Exception as exc:

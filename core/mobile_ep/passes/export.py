@@ -41,11 +41,11 @@ class OrtExport:
     def start(self, onnx_path: pathlib.Path, ort_path: pathlib.Path) -> bool:
         """Start converting; False (nothing started) when the model cannot be held in ORT format."""
         if not ort_format.ort_format_fits(onnx_path):
-            log.warning("%s: weights too large for ORT format (2 GB limit); no .ort written", onnx_path)
+            log.warning("%s: weights too large for ORT format (2 GB limit); no .ort written", onnx_path.name)
             return False
         refusal = ort_format.ort_format_refusal(onnx_path)
         if refusal is not None:
-            log.warning("%s: the ORT format cannot hold %s; no .ort written", onnx_path, refusal)
+            log.warning("%s: the ORT format cannot hold %s; no .ort written", onnx_path.name, refusal)
             return False
         self._run(ort_format.write_ort, onnx_path, ort_path)
         return True
