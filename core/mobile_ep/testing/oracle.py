@@ -306,5 +306,22 @@ def run_oracle(backend: Backend, model: Any, ep: ExecutionProvider, *, case: str
         reasons = {n.name or "": reason for n, reason in mine.rejected.items()}
         predicted = [[n.name or "" for n in p.nodes] for p in mine.partitions]
         outputs = [tuple(v.name or "" for v in p.outputs) for p in mine.partitions]
-        real = real_placement(path, ep, work, keep=keep)
+        real = _named_values(real_placement(path, ep, work, keep=keep), basic.graph)
         return OracleResult(label, backend.name, ep.name, nodes, predicted, reasons, outputs, real)
+
+
+def _named_values(real: RealPlacement, graph: ir.Graph) -> RealPlacement:
+    """The placement with the values at partition boundaries named as in *graph*.
+
+    The EPContext model may name a value a partition produces (and its readers) after the node producing it
+    (``Conv_3`` for the value ``conv2``): such a name is mapped back to the node's output.
+    """
+    values = {v.name for n in graph for v in n.outputs}
+    by_node = {n.name: n.outputs[0].name for n in graph if n.name and len(n.outputs) == 1 and n.outputs[0].name}
+
+    def value(name: str) -> str:
+        return name if name in values or name not in by_node else by_node[name] or name
+
+    real.partitions = [dataclasses.replace(p, inputs=tuple(value(n) for n in p.inputs),
+                                           outputs=tuple(value(n) for n in p.outputs)) for p in real.partitions]
+    return real

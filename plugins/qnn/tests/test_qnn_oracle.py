@@ -154,7 +154,7 @@ def test_node_case_as_the_real_ep(qnn_backend, qnn_ep, case):
     assert result.matches, result.diff()
 
 
-def test_random_graphs_as_the_real_ep(qnn_backend, qnn_ep):
+def test_random_graphs_as_the_real_ep(qnn_backend, qnn_ep, tmp_path):
     done = []
 
     @settings(max_examples=RANDOM_GRAPHS, deadline=None, derandomize=True, database=None,
@@ -164,8 +164,10 @@ def test_random_graphs_as_the_real_ep(qnn_backend, qnn_ep):
     def run(example):
         model, steps = example
         result = run_oracle(qnn_backend, model, qnn_ep, case=str(steps))
-        assert result.built, result.diff()
-        assert result.matches, result.diff()
+        if not (result.built and result.matches):
+            kept = tmp_path / f"random_{len(done)}.onnx"
+            onnx.save(model, kept)
+            pytest.fail(f"{result.diff()}\n(the graph: {kept})")
         done.append(1)
 
     run()
