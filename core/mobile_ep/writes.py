@@ -26,7 +26,7 @@ import shutil
 from collections.abc import Iterator
 from typing import Any
 
-from mobile_ep.errors import OutputError
+from mobile_ep.errors import MobileEpError, OutputError
 
 __all__ = ["STAGING_PREFIX", "Stage", "staged", "output_error", "file_digest"]
 
@@ -144,9 +144,11 @@ def staged(out_dir: str | os.PathLike) -> Iterator[Stage]:
         yield stage
     except OSError as exc:
         raise output_error(exc, out_dir) from None
-    except Exception:  # (onnxruntime reports a full disk as its own failure to write a file)
+    except Exception as exc:  # (onnxruntime reports a full disk as its own failure to write a file)
         if stage.folder.exists() and _disk_full(stage.folder):
             raise OutputError(f"{out_dir}: cannot write: no space left on the device") from None
+        if isinstance(exc, MobileEpError) and exc.args and str(stage.folder) in str(exc.args[0]):
+            exc.args = (str(exc.args[0]).replace(str(stage.folder), str(stage.out_dir)),)  # (what it would be)
         raise
     finally:
         stage.cleanup()
