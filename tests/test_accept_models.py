@@ -280,3 +280,27 @@ def test_a_sparse_constant_and_map_outputs(tmp_path):
     assert [v["ok"] for v in report["verification"]] == [True, True]
     got = ort.InferenceSession(str(out / "zipmap.nnapi.onnx")).run(None, {"x": np.zeros(4, np.float32)})[0]
     assert got == [{0: 1.0, 1: 0.0, 2: 0.0, 3: 2.0}]
+
+
+def test_verification_tries_larger_unknown_dims_when_a_converted_model_cannot_run_on_1(tmp_path):
+    from mobile_ep import runtime
+
+    original = save(tmp_path, make_model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [1, "n"])],
+                                         [tensor("y", [1, "n"])]), "relu", {"x": np.ones((1, 1), np.float32)})
+    # the same function through a reflect Pad and back: it cannot run while n < 3
+    nodes = [helper.make_node("Pad", ["x", "p"], ["padded"], mode="reflect"),
+             helper.make_node("Slice", ["padded", "starts", "ends", "axes"], ["back"]),
+             helper.make_node("Relu", ["back"], ["y"])]
+    inits = [const("p", np.array([0, 2, 0, 2], np.int64)), const("starts", np.array([2], np.int64)),
+             const("ends", np.array([-2], np.int64)), const("axes", np.array([1], np.int64))]
+    candidate = save(tmp_path, make_model(nodes, [tensor("x", [1, "n"])], [tensor("y", [1, "n"])], inits), "padded",
+                     {"x": np.ones((1, 8), np.float32)})
+    with pytest.raises(Exception, match="reflect"):
+        ort.InferenceSession(str(candidate)).run(None, {"x": np.ones((1, 1), np.float32)})
+    (result,) = runtime.verify(original, [candidate])
+    assert result.ok and result.outputs[0].max_abs == 0.0
+    # outputs that differ are not retried: a candidate computing something else fails
+    other = save(tmp_path, make_model([helper.make_node("Sigmoid", ["x"], ["y"])], [tensor("x", [1, "n"])],
+                                      [tensor("y", [1, "n"])]), "other", {"x": np.ones((1, 1), np.float32)})
+    (result,) = runtime.verify(original, [other])
+    assert not result.ok
