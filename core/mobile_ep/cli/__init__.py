@@ -17,7 +17,10 @@ def _interrupted_while_starting(signum, frame):  # pragma: no cover - timing
     os._exit(130)
 
 
-if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+# Only as the program (the ``mobile-ep`` script, or ``python -m mobile_ep.cli`` while it starts), never in an
+# application or a test run that imports this package.
+_PROGRAM = os.path.basename(sys.argv[0]) in ("mobile-ep", "mobile-ep.exe", "-m") if sys.argv else False
+if _PROGRAM and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
     try:
         signal.signal(signal.SIGINT, _interrupted_while_starting)
     except ValueError:  # (not the main thread: an application importing us)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import pathlib
 import sys
 import tempfile
@@ -91,12 +92,10 @@ class _Group(click.Group):
             click.echo(f"mobile-ep: error: {escape(str(error), one_line=True)}", err=True)
             ctx.exit(error.exit_code)
         except KeyboardInterrupt:
-            click.echo("mobile-ep: interrupted", err=True)
-            ctx.exit(130)
+            _exit_interrupted(ctx)
         except Exception as exc:
             if _INTERRUPTED and not _debug(ctx):
-                click.echo("mobile-ep: interrupted", err=True)
-                ctx.exit(130)
+                _exit_interrupted(ctx)
             if _debug(ctx):
                 raise
             message = escape(" ".join(str(exc).split()), one_line=True) or "no message"
@@ -112,6 +111,20 @@ _INTERRUPTED: list[bool] = []
 def _interrupt(signum, frame):
     _INTERRUPTED.append(True)  # (an interrupt inside an import can reach us as an ImportError)
     raise KeyboardInterrupt
+
+
+def _exit_interrupted(ctx: click.Context) -> None:
+    """``mobile-ep: interrupted``, exit code 130 (outputs were cleaned up on the way here).  As the program,
+    the process ends at once: a second interrupt while the interpreter shuts down must not turn it into a
+    death by SIGINT."""
+    from mobile_ep import cli
+
+    click.echo("mobile-ep: interrupted", err=True)
+    if cli._PROGRAM:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    ctx.exit(130)
 
 
 def _commands_handle_interrupts() -> None:
