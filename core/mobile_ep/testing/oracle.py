@@ -14,8 +14,8 @@ real thing, case by case.  :func:`run_oracle` does, for one model:
    was: the nodes taken are the basic graph's nodes that are gone, each partition is known by its
    outputs.  When the EP takes nothing ORT writes no file;
 4. the two are compared: nodes predicted but left on the CPU, nodes taken but not predicted (with the
-   backend's reason), and the partitions (by the values they produce; a real partition that only copies
-   values the CPU computes, made of nodes ORT or the EP added, is left out).
+   backend's reason), and the partitions: as many, each producing the same graph outputs (a real partition
+   that only copies values the CPU computes, made of nodes ORT or the EP added, is left out).
 
 :class:`OracleResult` holds both placements and :meth:`OracleResult.diff` names every node that differs.
 The EP is described by an :class:`ExecutionProvider`: its name, provider options, session config
@@ -198,6 +198,8 @@ class OracleResult:
     real: RealPlacement
     #: The node of the basic-level graph producing each value.
     producers: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: The names of the graph's outputs.
+    graph_outputs: frozenset[str] = frozenset()
 
     @property
     def built(self) -> bool:
@@ -237,11 +239,18 @@ class OracleResult:
         return [p for p in self.real.partitions
                 if p.outputs and all(self.producers.get(o) in self.real.cpu_nodes for o in p.outputs)]
 
+    def _keys(self, outputs: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+        return sorted(tuple(sorted(o for o in out if o in self.graph_outputs)) for out in outputs)
+
     @property
     def partitions_match(self) -> bool:
+        """As many partitions, each producing the same graph outputs.
+
+        (Values between partitions and the CPU are not compared by name: the layout transform of an NHWC EP
+        may move where a transpose sits, and with it which value crosses the boundary.)"""
         copies = {id(p) for p in self.copy_partitions}
-        real = sorted(tuple(sorted(p.outputs)) for p in self.real.partitions if id(p) not in copies)
-        return sorted(tuple(sorted(o)) for o in self.predicted_outputs) == real
+        real = [p.outputs for p in self.real.partitions if id(p) not in copies]
+        return self._keys(list(self.predicted_outputs)) == self._keys(real)
 
     @property
     def matches(self) -> bool:
@@ -320,7 +329,8 @@ def run_oracle(backend: Backend, model: Any, ep: ExecutionProvider, *, case: str
         outputs = [tuple(v.name or "" for v in p.outputs) for p in mine.partitions]
         real = _named_values(real_placement(path, ep, work, keep=keep), basic.graph)
         producers = {v.name or "": n.name or "" for n in basic.graph for v in n.outputs}
-        return OracleResult(label, backend.name, ep.name, nodes, predicted, reasons, outputs, real, producers)
+        return OracleResult(label, backend.name, ep.name, nodes, predicted, reasons, outputs, real, producers,
+                            frozenset(v.name or "" for v in basic.graph.outputs))
 
 
 def _named_values(real: RealPlacement, graph: ir.Graph) -> RealPlacement:

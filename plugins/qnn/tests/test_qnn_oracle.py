@@ -29,7 +29,6 @@ LIGHT = sorted((pathlib.Path(onnx.backend.test.__file__).parent / "data" / "ligh
 #: differ (then it is reported as an expected failure), so a case that starts to match fails until removed here.
 _SHAPES = ("onnxruntime infers static shapes here that ONNX's shape inference leaves symbolic, so the backend "
            "answers 'dynamic shape' for nodes the EP takes")
-_OUTPUTS = "the same nodes are taken, but the EP's partitions list fewer outputs than ORT's partitioning predicts"
 _EP_NODE = "the EP puts a node of its own on the CPU (one that is not in the basic-level graph)"
 _UNSEEN = "the EP's choice depends on nothing the backend sees in the graph (found by the oracle, not explained yet)"
 KNOWN = {
@@ -51,16 +50,6 @@ KNOWN = {
         "test_sce_NCd1d2d3d4d5_none_no_weight", "test_sce_NCd1d2d3d4d5_none_no_weight_log_prob",
         "test_attention_local_window_gqa_rank4_mask_expanded",
     ], _SHAPES),
-    **dict.fromkeys([
-        "test_attention_4d_diff_heads_mask4d_padded_kv_expanded", "test_attention_causal_boolmask_nan_robustness_expanded",
-        "test_attention_24_fullymasked_qk_matmul_output_mode3_zero_expanded",
-        "test_attention_24_qk_matmul_output_mode3_softmax_precision_expanded",
-        "test_attention_4d_causal_nonpad_attn_mask_composition_expanded",
-        "test_attention_local_window_rank1_boolean_mask_expanded",
-        "test_attention_local_window_ext_cache_rank3_head_mask_expanded",
-        "test_attention_local_window_ext_cache_rank4_batch_mask_expanded",
-        "test_attention_local_window_ext_cache_rank2_mask_expanded",
-    ], _OUTPUTS),
     **dict.fromkeys([
         "test_nllloss_NCd1d2d3d4d5_mean_weight", "test_nllloss_NCd1d2d3_none_no_weight_negative_ii",
         "test_sce_NCd1d2d3d4d5_none_no_weight_expanded", "test_sce_NCd1d2d3d4d5_none_no_weight_log_prob_expanded",
