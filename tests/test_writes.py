@@ -88,6 +88,21 @@ def test_a_new_set_replaces_the_old_one_whole(tmp_path, plugins):
     assert set(a_complete_set(out)) == {"b.toy.onnx"}
 
 
+def test_an_old_report_naming_paths_outside_the_folder_removes_nothing_there(tmp_path, plugins):
+    out, keep = tmp_path / "out", tmp_path / "keep"
+    out.mkdir()
+    keep.mkdir()
+    (keep / "precious.txt").write_text("x")
+    (out / "notes.txt").write_text("mine")
+    (out / "report.json").write_text(json.dumps({"files": [{"path": str(keep)}, {"path": "../keep"}, {"path": "/"}],
+                                                 "outputs": {"x": str(keep / "precious.txt")}}))
+    model = matmul_model(tmp_path / "m.onnx", 8)
+    result = CliRunner().invoke(main, ["convert", str(model), "--ep", "toy", "-o", str(out)], obj=plugins)
+    assert result.exit_code == 0, result.output
+    assert (keep / "precious.txt").read_text() == "x" and (out / "notes.txt").read_text() == "mine"
+    assert {p.name for p in out.iterdir()} == {"m.toy.onnx", "m.toy.ort", "report.json", "notes.txt"}
+
+
 @pytest.mark.parametrize("delay", [1.0, 2.0, 3.5])  # (after the interpreter has started)
 def test_sigint_says_interrupted_exits_130_and_leaves_the_old_set(tmp_path, delay):
     out = tmp_path / "out"

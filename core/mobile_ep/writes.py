@@ -186,5 +186,6 @@ def _previous_set(report: pathlib.Path, out_dir: pathlib.Path) -> set[str]:
     for path in (old.get("outputs") or {}).values() if isinstance(old.get("outputs"), dict) else ():
         if isinstance(path, str) and pathlib.Path(path).parent.resolve() == out_dir.resolve():
             names.add(pathlib.Path(path).name)
-    return {name for name in names if name and name not in (".", "..") and not name.startswith(STAGING_PREFIX)
-            and name != report.name}
+    # (only plain names of files beside the report: never "/", "..", a path, or a staging folder)
+    return {name for name in names if name not in ("", ".", "..") and "/" not in name and "\\" not in name
+            and not name.startswith(STAGING_PREFIX) and name != report.name}
