@@ -125,15 +125,11 @@ def _check_value(value: onnx.ValueInfoProto, what: str) -> None:
             raise _Refused(f"absurd shape: {what} {value.name!r} has a negative dimension ({dim})")
         elif d.HasField("dim_value"):
             elements = 0
-    if elements > _MAX_ELEMENTS_ANY_TYPE and (
+    if elements > MAX_VALUE_BYTES // 16 and (  # (below, any type fits: 16 bytes an element at most)
             elements > MAX_ELEMENTS or (_nbytes(elem_type, elements) or 0) > MAX_VALUE_BYTES):
         raise _Refused(f"absurd shape: {what} {value.name!r} would have {elements:,} elements "
                        f"({_type_name(elem_type)}); at most {MAX_ELEMENTS:,} elements and {MAX_VALUE_BYTES:,} "
                        "bytes are accepted")
-
-
-#: Values of at most this many elements fit :data:`MAX_VALUE_BYTES` whatever their type (16 bytes at most).
-_MAX_ELEMENTS_ANY_TYPE = MAX_VALUE_BYTES // 16
 
 
 def _check_values(graph: onnx.GraphProto, main: bool, inputs: bool = True) -> None:
