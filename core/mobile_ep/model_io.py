@@ -426,13 +426,19 @@ def _onnxruntime_loads(path: pathlib.Path, proto: onnx.ModelProto) -> bool:
     initializers not listed as inputs ...)."""
     import onnxruntime as ort
 
-    from mobile_ep.export.ort_format import lean_session_options, ort_model_source
-
-    so = lean_session_options(ort.SessionOptions())
+    so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.log_severity_level = 4
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    source: str | bytes = str(path)
+    if proto.ir_version > MAX_IR_VERSION:  # (as bytes with the IR version onnxruntime reads)
+        lowered = onnx.ModelProto.FromString(proto.SerializeToString())
+        lowered.ir_version = MAX_IR_VERSION
+        so.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                    str(pathlib.Path(path).parent.resolve()))
+        source = lowered.SerializeToString()
     try:
-        ort.InferenceSession(ort_model_source(path, so, proto), so, providers=["CPUExecutionProvider"])
+        ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
     except Exception:
         return False
     return True

@@ -21,7 +21,6 @@ import contextlib
 import os
 import pathlib
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -52,7 +51,7 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
     *node_data*, Model Explorer's node data (:mod:`mobile_ep.reports.node_data`).
     """
     opts = Options.build(ep, **options)
-    path, timer = pathlib.Path(model), _Timer()
+    path, timer = pathlib.Path(model), progress.Timer()
     proto = load.validate(path)  # a bad model is reported before anything else
     backends = resolve_backends(opts, plugins)
     with _recording(html or node_data), _workspace() as work:
@@ -71,7 +70,7 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
                     const_dir.cleanup()
                 for backend in backends:
                     after[backend.name] = _after_convert(fixed, backend, opts, work / f"after.{backend.name}",
-                                                         write_again=_stored_weight_bytes(proto) <= _AFTER_CONVERT_COPY_LIMIT)
+                                                         write_again=load.stored_weight_bytes(proto) <= _AFTER_CONVERT_COPY_LIMIT)
         dynamic = reports.dynamic_inputs(as_is)
         for name, report in before.items():
             report.suggestions = reports.suggestions(report, after.get(name), dynamic)
@@ -94,10 +93,10 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
     if len(opts.backends) != 1:
         raise UsageError(f"convert takes one backend, got {len(opts.backends)} ({ep!r}); run convert once per "
                          "backend (check compares several)")
-    source, timer, out_dir = pathlib.Path(model), _Timer(), pathlib.Path(output)
+    source, timer, out_dir = pathlib.Path(model), progress.Timer(), pathlib.Path(output)
     proto = load.validate(source)
     (backend,) = resolve_backends(opts, plugins)
-    _refuse_overwriting(source, export.output_paths(source, backend.name, out_dir).values())
+    export.refuse_overwriting(source, export.output_paths(source, backend.name, out_dir).values())
     reference, fixing, const_dir = const_inputs.reference(source, opts)  # (--const: the model with its constants)
     with writes.staged(out_dir) as stage:  # (written beside the outputs, moved in as one set when complete)
         paths = export.output_paths(source, backend.name, stage.folder)
@@ -186,17 +185,6 @@ def _after_convert(model: ir.Model, backend: Backend, options: Options, work: pa
 _AFTER_CONVERT_COPY_LIMIT = 64 * 1024 * 1024
 
 
-def _stored_weight_bytes(proto) -> int:
-    """The bytes of the initializers a model file stores (in the file or in external data files)."""
-    total = 0
-    for tensor in proto.graph.initializer:
-        if tensor.data_location == 1:  # EXTERNAL
-            total += next((int(e.value) for e in tensor.external_data if e.key == "length"), 0)
-        else:
-            total += len(tensor.raw_data) or tensor.ByteSize()
-    return total
-
-
 def _legalize_and_partition(model: ir.Model, backend: Backend, options: Options
                             ) -> tuple[ir.Model, PartitionPass, list[dict]]:
     """Legalize *model* (a copy, if a rewrite applies) for *backend* and partition it; rewrites whose nodes only
@@ -231,13 +219,6 @@ def resolve_backends(options: Options, plugins: Plugins | None = None) -> list[B
                     strict=options.strict) for name in names]  # (the plugin contract kept, per model)
 
 
-def _refuse_overwriting(source: pathlib.Path, outputs) -> None:
-    resolved = source.resolve() if source.exists() else source
-    for p in outputs:
-        if p.exists() and p.resolve() == resolved:
-            raise UsageError(f"output {p} would overwrite the input model; choose another --output folder")
-
-
 def _recording(html: str | os.PathLike | None) -> contextlib.AbstractContextManager:
     """Graphs are recorded for the HTML report when one is asked for here (or by a caller, around the run)."""
     return nodegraph.recording(True) if html is not None else contextlib.nullcontext()
@@ -259,19 +240,3 @@ def _with_html(report, html: str | os.PathLike | None, node_data: str | os.PathL
 def _workspace() -> Iterator[pathlib.Path]:
     with tempfile.TemporaryDirectory(prefix="mobile-ep-") as work:
         yield pathlib.Path(work)
-
-
-class _Timer:
-    """Seconds per stage, for the report; each stage is also a step of the progress display."""
-
-    def __init__(self) -> None:
-        self.timings: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def __call__(self, step: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            with progress.step(step):
-                yield
-        finally:
-            self.timings[step] = round(self.timings.get(step, 0.0) + time.perf_counter() - start, 4)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Protocol, TypeVar
 
-__all__ = ["Reporter", "TerminalProgress", "reporting", "active", "paused", "step", "track", "STEP_LABELS",
+__all__ = ["Timer", "Reporter", "TerminalProgress", "reporting", "active", "paused", "step", "track", "STEP_LABELS",
            "wants_progress"]
 
 T = TypeVar("T")
@@ -269,3 +269,19 @@ def _duration(seconds: float) -> str:
         return f"{seconds:.1f}s"
     minutes, secs = divmod(int(seconds), 60)
     return f"{minutes}m{secs:02d}s"
+
+
+class Timer:
+    """Seconds per stage, for the report; each stage is also a step of the progress display."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            with step(name):
+                yield
+        finally:
+            self.timings[name] = round(self.timings.get(name, 0.0) + time.perf_counter() - start, 4)

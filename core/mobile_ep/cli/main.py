@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import click
 
 from mobile_ep import __version__
-from mobile_ep.errors import EXIT_BACKEND, EXIT_FAILURE, MobileEpError, UsageError
+from mobile_ep.cli.group import EXIT_CODES_HELP, Group, PluginFailure
+from mobile_ep.errors import UsageError
 from mobile_ep.options import Options
 from mobile_ep.textsafe import EscapingFormatter, escape
 
@@ -22,22 +23,6 @@ if TYPE_CHECKING:  # (the command imports the pipeline, onnx and the plugins onl
     from mobile_ep.cli import batch
     from mobile_ep.contract.plugins import Plugins
     from mobile_ep.reports.model import CheckReport, ConvertReport
-
-EXIT_CODES_HELP = """\b
-Exit codes:
-  0  success
-  1  internal error (a bug: rerun with --debug and report it)
-  2  usage error (bad option, unknown backend)
-  3  the model cannot be used (missing, truncated, not ONNX, invalid, rejected by onnxruntime)
-  4  verification failed: the converted model's outputs differ from the original's
-  5  a backend plugin failed to load or misbehaved (with --strict)
-  6  several models were given (folder, glob, list) and at least one failed;
-     the summary says which and why, and the others were still processed
-  7  an output could not be written (-o names a file, read-only file system,
-     full disk); the output folder keeps its previous complete set
-  130  interrupted (Ctrl-C); the output folder keeps its previous complete set
-"""
-
 
 class _State:
     def __init__(self, debug: bool, verbose: int, quiet: bool, strict: bool) -> None:
@@ -60,89 +45,12 @@ class _State:
             self._plugins.backends()  # a plugin failing to register its backends is broken too
             for error in self._plugins.errors:
                 if self.strict:
-                    raise _PluginFailure(f"plugin {error.plugin!r} {error.message}")
+                    raise PluginFailure(f"plugin {error.plugin!r} {error.message}")
                 click.echo(f"mobile-ep: warning: plugin {error.plugin!r} {error.message}", err=True)
         return self._plugins
 
 
-class _PluginFailure(MobileEpError):
-    exit_code = EXIT_BACKEND
-
-
-class _Group(click.Group):
-    """Turns every error into one line and a documented exit code (``--debug`` shows tracebacks)."""
-
-    def invoke(self, ctx: click.Context) -> object:
-        _commands_handle_interrupts()
-        try:
-            return super().invoke(ctx)
-        except MobileEpError as exc:
-            if _debug(ctx):
-                raise
-            click.echo(f"mobile-ep: error: {escape(str(exc), one_line=True)}", err=True)
-            ctx.exit(exc.exit_code)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
-            raise
-        except OSError as exc:  # (writing an output: -o at a file, a read-only file system, a full disk)
-            if _debug(ctx):
-                raise
-            from mobile_ep.writes import output_error
-
-            error = output_error(exc, "output")
-            click.echo(f"mobile-ep: error: {escape(str(error), one_line=True)}", err=True)
-            ctx.exit(error.exit_code)
-        except KeyboardInterrupt:
-            _exit_interrupted(ctx)
-        except Exception as exc:
-            if _INTERRUPTED and not _debug(ctx):
-                _exit_interrupted(ctx)
-            if _debug(ctx):
-                raise
-            message = escape(" ".join(str(exc).split()), one_line=True) or "no message"
-            click.echo(f"mobile-ep: internal error: {type(exc).__name__}: {message} "
-                       "(rerun with --debug for the traceback)", err=True)
-            ctx.exit(EXIT_FAILURE)
-        return None
-
-
-_INTERRUPTED: list[bool] = []
-
-
-def _interrupt(signum, frame):
-    _INTERRUPTED.append(True)  # (an interrupt inside an import can reach us as an ImportError)
-    raise KeyboardInterrupt
-
-
-def _exit_interrupted(ctx: click.Context) -> None:
-    """``mobile-ep: interrupted``, exit code 130 (outputs were cleaned up on the way here).  As the program,
-    the process ends at once: a second interrupt while the interpreter shuts down must not turn it into a
-    death by SIGINT."""
-    from mobile_ep import cli
-
-    click.echo("mobile-ep: interrupted", err=True)
-    if cli._PROGRAM:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(130)
-    ctx.exit(130)
-
-
-def _commands_handle_interrupts() -> None:
-    """Ctrl-C as KeyboardInterrupt again, once a command runs (see :mod:`mobile_ep.cli`)."""
-    import signal
-
-    from mobile_ep.cli import _interrupted_while_starting
-
-    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
-        signal.signal(signal.SIGINT, _interrupt)
-
-
-def _debug(ctx: click.Context) -> bool:
-    state = ctx.obj
-    return bool(state is not None and state.debug)
-
-
-@click.group(cls=_Group, epilog=EXIT_CODES_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, epilog=EXIT_CODES_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="mobile-ep")
 @click.option("--debug", is_flag=True, help="Show full tracebacks instead of one-line errors.")
 @click.option("-v", "--verbose", count=True, help="More detail (every node left on CPU; -vv: log messages).")
@@ -350,7 +258,6 @@ def _node_data_folder(path: pathlib.Path | None) -> pathlib.Path | None:
 
 def _run_batch(state: _State, paths: Sequence[pathlib.Path], work, jobs: int) -> list[batch.ModelResult]:
     """Run *work* on each model; errors and (-v) reports are printed as they come, the table at the end."""
-    import os
 
     from mobile_ep import progress
     from mobile_ep.cli import batch
@@ -710,7 +617,6 @@ def list_(state: _State, verbose: int) -> None:
 
 
 def _env_blocked() -> bool:
-    import os
 
     from mobile_ep.contract.plugins import DISABLE_ENV
 
@@ -816,7 +722,6 @@ def completion(shell: str | None) -> None:
       fish:  mobile-ep completion fish > ~/.config/fish/completions/mobile-ep.fish
     (or, without this command: eval "$(_MOBILE_EP_COMPLETE=bash_source mobile-ep)")
     """
-    import os
 
     from click.shell_completion import get_completion_class
 

@@ -14,9 +14,10 @@ import pathlib
 import threading
 from collections.abc import Callable
 
+from mobile_ep.errors import UsageError
 from mobile_ep.export import ort_format
 
-__all__ = ["output_paths", "OrtExport"]
+__all__ = ["output_paths", "OrtExport", "refuse_overwriting"]
 
 log = logging.getLogger(__name__)
 
@@ -72,3 +73,11 @@ class OrtExport:
         if not ok:
             raise value  # type: ignore[misc]
         return value
+
+
+def refuse_overwriting(source: pathlib.Path, outputs) -> None:
+    """A usage error when an output would replace the input model itself."""
+    resolved = source.resolve() if source.exists() else source
+    for p in outputs:
+        if p.exists() and p.resolve() == resolved:
+            raise UsageError(f"output {p} would overwrite the input model; choose another --output folder")

@@ -59,7 +59,13 @@ from mobile_ep.testing.conformance import (
     smoke_models,
 )
 from mobile_ep.testing.helpers import as_model, node_support, proposal, registered, supports_all
-from mobile_ep.testing.oracle import ExecutionProvider, OracleResult, RealPlacement, real_placement, run_oracle
+from mobile_ep.testing.oracle import (
+    ExecutionProvider,
+    OracleResult,
+    RealPlacement,
+    real_placement,
+    run_oracle,
+)
 from mobile_ep.testing.suite import BackendConformance, conformance_suite, session_reports
 
 try:  # the kit's helpers work without pytest; only the fixtures and the suite need it
