@@ -159,13 +159,15 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
 def _after_convert(model: ir.Model, backend: Backend, options: Options, work: pathlib.Path, *,
                    write_again: bool = True) -> reports.BackendReport:
     """What *backend* takes of the model ``convert`` writes: legalized, partitioned, the CPU part fused and the
-    file partitioned again as ORT sees it (the steps of :func:`convert`, into *work*).  Without *write_again*
-    (check on a model storing more than :data:`_AFTER_CONVERT_COPY_LIMIT` of weights, whose memory must stay
-    below their size), a model whose every node the backend claims is not written again: its partition is the
-    one planned, which is the written file's unless onnxruntime's basic optimizations change the graph."""
+    file partitioned again as ORT sees it (the steps of :func:`convert`, into *work*).  A model whose every node
+    the backend claims is not written again when no rewrite changed it (it is the graph ORT's basic level
+    already made, which that level leaves as it is) or without *write_again* (check on a model storing more
+    than :data:`_AFTER_CONVERT_COPY_LIMIT` of weights, whose memory must stay below their size): its partition
+    is the one planned."""
     legalized, partition, rewrites = _legalize_and_partition(model, backend, options)
     assert partition.proposal is not None
-    if not write_again and sum(len(p.nodes) for p in partition.proposal.partitions) == len(legalized.graph):
+    claims_all = sum(len(p.nodes) for p in partition.proposal.partitions) == len(legalized.graph)
+    if claims_all and (not rewrites or not write_again):
         report = reports.backend_report(backend, partition.proposal, partition.nodes, partition.costs,
                                         model=legalized)
         report.rewrites = rewrites
