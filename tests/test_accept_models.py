@@ -304,3 +304,17 @@ def test_verification_tries_larger_unknown_dims_when_a_converted_model_cannot_ru
                                       [tensor("y", [1, "n"])]), "other", {"x": np.ones((1, 1), np.float32)})
     (result,) = runtime.verify(original, [other])
     assert not result.ok
+
+
+def test_a_node_name_that_is_not_utf8_text(tmp_path, plugins):
+    """Protobuf hands a node name of invalid UTF-8 over as bytes; onnxruntime runs the model: check and convert
+    do too, showing the name with escapes."""
+    m = make_model([helper.make_node("Relu", ["x"], ["t"], name="rXlu"), helper.make_node("Neg", ["t"], ["y"])],
+                   [tensor("x", [1, 4])], [tensor("y", [1, 4])])
+    path = tmp_path / "bytes.onnx"
+    path.write_bytes(m.SerializeToString().replace(b"rXlu", b"r\x80lu"))
+    ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": np.ones((1, 4), np.float32)})
+    result = run(["check", str(path), "--ep", "toy", "-v"], plugins)
+    assert result.exit_code == 0, result.output
+    result = run(["convert", str(path), "--ep", "toy", "-o", str(tmp_path / "out")], plugins)
+    assert result.exit_code == 0, result.output

@@ -606,6 +606,9 @@ def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = N
     *base_dir*: the folder external data is read from."""
     proto = _densified(proto, label)
     model = _deserialize(proto, label)
+    for node in (n for graph in model.graphs() for n in graph):  # (not UTF-8: protobuf gives bytes; ORT takes it)
+        if isinstance(node.name, bytes):
+            node.name = node.name.decode("utf-8", "backslashreplace")
     if base_dir is not None:
         for graph in model.graphs():
             ir.external_data.set_base_dir(graph, base_dir)
