@@ -462,14 +462,16 @@ def adapter_names(model: str | os.PathLike, compiled: str | os.PathLike, ort: st
     return names
 
 
-def write_adapter(backend: Backend, folder: str | os.PathLike, names: dict[str, str] | None = None) -> pathlib.Path:
+def write_adapter(backend: Backend, folder: str | os.PathLike, names: dict[str, str] | None = None, *,
+                  files: dict[str, bytes] | None = None) -> pathlib.Path:
     """Write the backend's ``runtime_adapter()`` files under *folder* (each atomically).
 
     In its text files, ``{{mobile_ep:KEY}}`` becomes the model's own name for KEY (:func:`adapter_names`:
     ``bundle``, ``ort``, ``input``, ``input_shape``, ``output``), so READMEs and examples name the model's
-    files, inputs and outputs."""
+    files, inputs and outputs.  *files*: other files than the backend's ``runtime_adapter()`` (a backend whose
+    EP writes the compiled artifact itself ships its app snippet this way)."""
     target = pathlib.Path(folder)
-    files = backend.runtime_adapter()  # type: ignore[attr-defined]
+    files = backend.runtime_adapter() if files is None else files  # type: ignore[attr-defined]
     for relative, data in sorted(files.items()):
         parts = pathlib.PurePosixPath(relative).parts
         if pathlib.PurePosixPath(relative).is_absolute() or ".." in parts or not parts:

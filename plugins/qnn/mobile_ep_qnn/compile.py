@@ -102,12 +102,7 @@ def compile_with_ep(backend, source: pathlib.Path, target: pathlib.Path, workdir
     taken = [n.name or "" for n in original.graph if n.name not in left]
     binaries = context_binaries(target)
     result.bundle = ",".join(str(b) for b in binaries)
-    adapter = target.parent / "adapter"
-    for relative, data in sorted(backend.app_files().items()):
-        path = adapter / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    result.adapter = str(adapter)
+    result.adapter = str(to_epcontext.write_adapter(backend, target.parent / "adapter", files=backend.app_files()))
 
     # Check it: the EPContext model on the HTP (simulator) against the CPU EP on the model before compiling.
     feeds = runtime.make_inputs(source, seed=0)
