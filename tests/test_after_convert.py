@@ -51,3 +51,33 @@ def test_sample_cnn(ep, tmp_path):
 @pytest.mark.parametrize("model", LIGHT_MODELS[:3], ids=lambda p: p.stem)
 def test_light_models(model, ep, tmp_path):
     _same(model, ep, tmp_path)
+
+
+@pytest.mark.parametrize("cpu_node", [False, True], ids=["all-claimed", "with-cpu-node"])
+def test_model_storing_large_weights(cpu_node, tmp_path):
+    """70 MB of weights and a rewrite (Sum -> Add): check writes its work copy referencing the weights, and its
+    answer is still what convert writes; a node left on the CPU (TopK's k from a graph input) takes the
+    CPU-fusion path too."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    n = 4200  # 4200 x 4200 float32: 70.6 MB
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((n, n), dtype=np.float32) / n, "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
+             helper.make_node("Sum", ["m", "x", "x"], ["s"], name="sum"),
+             helper.make_node("Relu", ["s"], ["y"], name="relu")]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])]
+    if cpu_node:
+        nodes.append(helper.make_node("TopK", ["y", "k"], ["v", "i"], name="topk"))
+        inputs.append(helper.make_tensor_value_info("k", TensorProto.INT64, [1]))
+        outputs += [helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, None]),
+                    helper.make_tensor_value_info("i", TensorProto.INT64, [1, None])]
+    model = helper.make_model(helper.make_graph(nodes, "big", inputs, outputs, [w]),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    path = tmp_path / "big.onnx"
+    onnx.save(model, path)
+    checked = mobile_ep.check(path, "nnapi").after_convert["nnapi"]
+    assert checked.rewrites and checked.supported_nodes == checked.nodes - cpu_node
+    _same(path, "nnapi", tmp_path / "out")

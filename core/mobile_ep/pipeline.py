@@ -69,8 +69,7 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
                 if const_dir is not None:  # (what check needs of it is in work/fixed)
                     const_dir.cleanup()
                 for backend in backends:
-                    after[backend.name] = _after_convert(fixed, backend, opts, work / f"after.{backend.name}",
-                                                         write_again=load.stored_weight_bytes(proto) <= _AFTER_CONVERT_COPY_LIMIT)
+                    after[backend.name] = _after_convert(fixed, backend, opts, work)
         dynamic = reports.dynamic_inputs(as_is)
         for name, report in before.items():
             report.suggestions = reports.suggestions(report, after.get(name), dynamic)
@@ -156,35 +155,29 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
     return _with_html(result, html, node_data)
 
 
-def _after_convert(model: ir.Model, backend: Backend, options: Options, work: pathlib.Path, *,
-                   write_again: bool = True) -> reports.BackendReport:
+def _after_convert(model: ir.Model, backend: Backend, options: Options, work: pathlib.Path) -> reports.BackendReport:
     """What *backend* takes of the model ``convert`` writes: legalized, partitioned, the CPU part fused and the
-    file partitioned again as ORT sees it (the steps of :func:`convert`, into *work*).  A model whose every node
-    the backend claims is not written again when no rewrite changed it (it is the graph ORT's basic level
-    already made, which that level leaves as it is) or without *write_again* (check on a model storing more
-    than :data:`_AFTER_CONVERT_COPY_LIMIT` of weights, whose memory must stay below their size): its partition
-    is the one planned."""
+    file partitioned again as ORT sees it (the steps of :func:`convert`; the work files beside the weights
+    *model* reads, which they reference, else in *work*).  A model whose every node the backend claims is not written again
+    when no rewrite changed it: it is the graph ORT's basic level already made, which that level leaves as it
+    is, so its partition is the one planned."""
     legalized, partition, rewrites = _legalize_and_partition(model, backend, options)
     assert partition.proposal is not None
     claims_all = sum(len(p.nodes) for p in partition.proposal.partitions) == len(legalized.graph)
-    if claims_all and (not rewrites or not write_again):
+    if claims_all and not rewrites:
         report = reports.backend_report(backend, partition.proposal, partition.nodes, partition.costs,
                                         model=legalized)
         report.rewrites = rewrites
         return report
-    work.mkdir(parents=True, exist_ok=True)
-    target = work / "model.onnx"
-    _, written = fuse_cpu.fuse_and_write(legalized, partition, options, target, work)
-    written_partition, written_model = written or fuse_cpu.partition_written(target, backend, work / "written",
-                                                                             options)
+    work = fuse_cpu.weights_folder(model, work)
+    target = work / f"after.{backend.name}.onnx"
+    _, written = fuse_cpu.fuse_and_write(legalized, partition, options, target, work, by_reference=True)
+    written_partition, written_model = written or fuse_cpu.partition_written(
+        target, backend, work / f"after.{backend.name}.written", options)
     report = reports.backend_report(backend, written_partition.proposal, written_partition.nodes,
                                     written_partition.costs, model=written_model)
     report.rewrites = rewrites
     return report
-
-
-#: Weights (bytes) above which check's after_convert does not write a fully claimed model again.
-_AFTER_CONVERT_COPY_LIMIT = 64 * 1024 * 1024
 
 
 def _legalize_and_partition(model: ir.Model, backend: Backend, options: Options

@@ -23,7 +23,7 @@ from mobile_ep.options import Options
 from mobile_ep.passes import fold_constants
 from mobile_ep.passes.partition import PartitionPass
 
-__all__ = ["CpuFusion", "fuse_cpu_nodes", "fuse_and_write", "partition_written"]
+__all__ = ["CpuFusion", "fuse_cpu_nodes", "fuse_and_write", "partition_written", "save_work_copy", "weights_folder"]
 
 log = logging.getLogger(__name__)
 #: The prefix of names the CPU fusion gives.
@@ -43,8 +43,13 @@ def partition_written(path: pathlib.Path, backend: Backend, work: pathlib.Path, 
 
 
 def fuse_and_write(model: ir.Model, partition: PartitionPass, options: Options, target: pathlib.Path,
-                   work: pathlib.Path) -> tuple[CpuFusion | None, tuple[PartitionPass, ir.Model] | None]:
+                   work: pathlib.Path, *, by_reference: bool = False
+                   ) -> tuple[CpuFusion | None, tuple[PartitionPass, ir.Model] | None]:
     """Write *model* to *target*, the CPU part fused where that keeps what *partition* found.
+
+    *by_reference*: the files are work copies (check's after-convert result), read only by onnxruntime: the
+    weights *model* reads from files in *target*'s folder stay there and are referenced, not copied
+    (:func:`save_work_copy`).
 
     First try: fuse every node outside the partitions the cost model keeps (fusing a rejected partition's
     nodes can make them unclaimable, which realizes the cost model's decision on ORT's EP).  If that costs a
@@ -58,23 +63,51 @@ def fuse_and_write(model: ir.Model, partition: PartitionPass, options: Options, 
     claimed = {n.name or "" for p in partition.proposal.partitions for n in p.nodes}
     kept = partition.kept_nodes()
     total = len(model.graph)
+    save = save_work_copy if by_reference else mir.save
     if not options.fuse_cpu or len(claimed) == total:
-        mir.save(model, target)
+        save(model, target)
         return None, None
-    unfused = work / "unfused.onnx"
-    mir.save(model, unfused, external_data="unfused.onnx.data")  # (a work file: weights streamed beside it)
+    unfused = work / f"{target.stem}.unfused.onnx"  # (work files named after the target: several share *work*)
+    if by_reference:
+        save_work_copy(model, unfused)
+    else:
+        mir.save(model, unfused, external_data=unfused.name + ".data")  # (a work file: weights streamed beside it)
     for attempt, keep in enumerate([kept, claimed] if kept != claimed else [claimed]):
-        fusion = fuse_cpu_nodes(unfused, keep, target, work)
+        fusion = fuse_cpu_nodes(unfused, keep, target, work, save=save)
         if fusion is None:
             continue
-        written, written_model = partition_written(target, backend, work / f"fused{attempt}", options)
+        written, written_model = partition_written(target, backend, work / f"{target.stem}.fused{attempt}", options)
         assert written.proposal is not None
         now_claimed = {n.name for p in written.proposal.partitions for n in p.nodes}
         if keep <= now_claimed and len(written.proposal.partitions) <= len(partition.proposal.partitions):
             return fusion, (written, written_model)
         log.info("CPU fusion of %d nodes would change what %s takes; trying less", total - len(keep), backend.name)
-    mir.save(mir.load(unfused, check=False), target)
+    save(mir.load(unfused, check=False), target)
     return None, None
+
+
+def weights_folder(model: ir.Model, default: pathlib.Path) -> pathlib.Path:
+    """The folder of the files *model* reads its external weights from, if there is exactly one; else *default*.
+    Work files written there with :func:`save_work_copy` reference those weights instead of copying them."""
+    folders = _weight_folders(model)
+    return folders.pop() if len(folders) == 1 else default
+
+
+def save_work_copy(model: ir.Model, path: pathlib.Path) -> pathlib.Path:
+    """Write *model* as a work file that references, rather than copies, the weights it reads from files:
+    those files must be in *path*'s folder (external data is located relative to the model), else they are
+    copied beside it.  For files only onnxruntime reads, during the run."""
+    if _weight_folders(model) - {path.parent.resolve()}:
+        return mir.save(model, path, external_data=path.name + ".data")  # (weights from elsewhere: a copy)
+    mir.prepare_for_save(model)
+    with mir.atomic_path(path) as tmp:
+        ir.save(model, tmp)
+    return path
+
+
+def _weight_folders(model: ir.Model) -> set[pathlib.Path]:
+    return {pathlib.Path(t.base_dir).resolve() for g in model.graphs() for v in g.initializers.values()
+            if isinstance(t := v.const_value, ir.ExternalTensor)}
 
 
 #: Initializer names onnxruntime's fusions give what they add (MatMulAddFusion's Reshape shapes) from a node-name
@@ -120,13 +153,14 @@ def _count_ops(nodes) -> dict[str, int]:
 
 
 def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str | os.PathLike,
-                   workdir: str | os.PathLike) -> CpuFusion | None:
+                   workdir: str | os.PathLike, *, save=None) -> CpuFusion | None:
     """Apply onnxruntime's full (extended-level) optimizations to the nodes NOT named in *keep*.
 
     The nodes outside *keep* (those no backend claims) are cut out as a sub-model, optimized by
     onnxruntime at level "all" (its fusions: FusedConv, FusedGemm, GELU, LayerNorm, ...; NCHWc
     disabled, as for any ARM target) and spliced back; the kept nodes stay plain ONNX ops for the EP.
-    Writes the result to *out_path* and returns what changed, or ``None`` if nothing could be fused.
+    Writes the result to *out_path* (with *save*: :func:`mobile_ep.model_io.save` unless told) and returns what
+    changed, or ``None`` if nothing could be fused.
     """
     import onnx
     import onnx.utils
@@ -159,7 +193,8 @@ def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str |
     if {n.name for n in sub.graph.node} != region_names:
         return None  # the region is not closed under the extraction: leave the model as it is
     work = pathlib.Path(workdir)
-    sub_path, opt_path = work / "cpu_region.onnx", work / "cpu_region.opt.onnx"
+    stem = pathlib.Path(out_path).stem
+    sub_path, opt_path = work / f"{stem}.cpu_region.onnx", work / f"{stem}.cpu_region.opt.onnx"
     onnx.save(sub, str(sub_path))
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -232,7 +267,7 @@ def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str |
         if opset.domain not in {o.domain for o in proto.opset_import}:
             proto.opset_import.append(opset)
     model = mir.from_proto(proto, base_dir=work, shapes=True)  # external weights read from *work*
-    mir.save(model, out_path)
+    (save or mir.save)(model, pathlib.Path(out_path))
     return CpuFusion(len(region), len(new_nodes), _count_ops(region), _count_ops(new_nodes))
 
 

@@ -23,7 +23,7 @@ from mobile_ep.passes.fix_shapes import FixShapesPass
 if TYPE_CHECKING:
     from onnx import ModelProto
 
-__all__ = ["validate", "as_ort_sees_it", "load_for_analysis", "stored_weight_bytes"]
+__all__ = ["validate", "as_ort_sees_it", "load_for_analysis"]
 
 
 def validate(path: str | os.PathLike) -> ModelProto:
@@ -73,13 +73,3 @@ def load_for_analysis(path: str | os.PathLike, work: str | os.PathLike, options:
     validate(path)
     return model_io.inline_small_weights(as_ort_sees_it(path, work, options)[0])  # (weights < 1 MB outlive *work*)
 
-
-def stored_weight_bytes(proto: ModelProto) -> int:
-    """The bytes of the initializers a model file stores (in the file or in external data files)."""
-    total = 0
-    for tensor in proto.graph.initializer:
-        if tensor.data_location == 1:  # EXTERNAL
-            total += next((int(e.value) for e in tensor.external_data if e.key == "length"), 0)
-        else:
-            total += len(tensor.raw_data) or tensor.ByteSize()
-    return total
