@@ -33,9 +33,9 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
     :data:`OPTIMIZED_DATA` beside it.
 
     The file is read with :func:`mobile_ep.model_io.read_proto` (external data confined to its folder)
-    before onnxruntime opens it, unless *inspected* says the caller has just done so or hands that reading
-    over as *proto*.  A model of a newer
-    IR version than onnxruntime reads is given to it from memory with the IR version lowered.
+    before onnxruntime opens it, unless *inspected* says the caller has just done so (or wrote it) or hands
+    that reading over as *proto*.  A model of a newer IR version than onnxruntime reads is given to it from
+    memory with the IR version lowered.
     """
     import onnxruntime as ort
 
@@ -56,8 +56,17 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
     so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
                                 str(OPTIMIZED_EXTERNAL_MIN_BYTES))
     lean_session_options(so)
+    source = str(path) if proto is None else ort_model_source(path, so, proto)
     try:
-        ort.InferenceSession(ort_model_source(path, so, proto), so, providers=["CPUExecutionProvider"])
+        try:
+            ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
+        except Exception:
+            if proto is not None:
+                raise
+            source = ort_model_source(path, so)  # (read only when onnxruntime refuses the file: its IR version?)
+            if isinstance(source, str):
+                raise
+            ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
     except Exception as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None

@@ -54,7 +54,7 @@ def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Op
         if result.modified:
             fixed = model_io.save(result.model, work / "fixed.onnx", external_data="fixed.onnx.data")
             try:  # the fixed model is what onnxruntime loads: a model it refuses is never passed on
-                optimized = fold_constants.ort_optimized(fixed, work)
+                optimized = fold_constants.ort_optimized(fixed, work, inspected=True)  # (our own file)
             except ModelError as exc:
                 message = str(exc).replace(f"{fixed}: ", "", 1).replace(str(fixed), "the fixed model")
                 raise ModelError(f"{source}: fixing input shapes ({_asked(options)}): {message}") from None
