@@ -194,6 +194,8 @@ class NnapiBackend(Backend):
             r.Rank5TransposeMerge(),
             q.QdqFlattenToReshape(),
             q.QdqSigmoidToTanh(),
+            q.QdqMaxPoolToUint8(),
+            q.QdqGlobalAveragePoolToQLinearConv(),
         ) + ((r.ErfApproximation(),) if self.options.approximate_erf else ())
 
     def qdq_ops(self) -> frozenset[str]:

@@ -12,12 +12,32 @@ and the op in between in float, which is what the QDQ graph means):
 
 Each applies only to the target of a QDQ unit (a float model is left alone) with a known static shape.
 
-Not rewritten: a QDQ GlobalAveragePool (or MaxPool).  A float op between a DequantizeLinear and a
-QuantizeLinear is put back into QDQ form by onnxruntime's own basic-level transformers on the device (a
-depthwise Conv of weights 1/(H·W) gets an asymmetric int8 weight NNAPI refuses, and QDQ propagation moves
-the QuantizeLinear next to it), and an AveragePool unit needs equal input and output scales, which would
-cost more than one output step to requantize.  ``convert`` partitions the written file again as onnxruntime
-loads it, so such a rewrite would show as no gain.
+Two more replace a whole QDQ unit (they are registered on its QuantizeLinear, whose output they take over) by
+the node ORT's NNAPI EP takes as a single node, on the same uint8 data:
+
+- ``qdq-maxpool-to-uint8``: a QDQ Conv unit whose QuantizeLinear feeds only a QDQ MaxPool unit of one scale
+  and zero point becomes QLinearConv → uint8 MaxPool (ONNX takes uint8 from opset 12; NNAPI's MAX_POOL_2D
+  keeps the input's scale and zero point).  Exact: the QLinearConv is the Conv unit's own integer arithmetic
+  (a Relu or Clip the quantization makes redundant is its saturation), and the maximum commutes with the
+  monotone (de)quantization, padded positions taking no part.  The Conv goes too because ORT's EP takes a
+  uint8 MaxPool only when its input is the output of a node unit's *target* in the same partition
+  (``IsInternalQuantizationSupported``; the partitioner records target outputs only): the QuantizeLinear of
+  a QDQ unit is not one, and a QuantizeLinear put alone between them is removed with its DequantizeLinear by
+  onnxruntime's basic-level transformers;
+- ``qdq-gap-to-qlinearconv``: DequantizeLinear → GlobalAveragePool → QuantizeLinear of a static H×W becomes a
+  depthwise QLinearConv (group C, an H×W kernel of uint8 weights w, scale 1/(w·H·W), zero point 0, no bias)
+  with the unit's input and output scales: NNAPI's DEPTHWISE_CONV_2D, summed in int32 and rounded once.  The
+  sum times the weight scale is the mean up to float32 rounding of the scale, so the result is within one
+  output step of onnxruntime's (float mean, then QuantizeLinear).  w is 255, smaller when 255·255·H·W would
+  overflow int32.
+
+Not taken: a QDQ depthwise Conv (DequantizeLinear of the weights) in place of the GlobalAveragePool -- convert
+checks a rewrite's nodes one by one, where a Conv whose weight is not a constant is refused -- nor any float
+op between a DequantizeLinear and a QuantizeLinear: onnxruntime's basic-level transformers put those back
+into QDQ forms NNAPI refuses (a depthwise Conv of float weights 1/(H·W) is given an asymmetric int8 weight,
+QDQ propagation moves the QuantizeLinear next to the op), and an AveragePool unit needs equal input and
+output scales.  ``convert`` partitions the written file again as onnxruntime loads it, so a form ORT's
+transformers change would show as no gain.
 """
 
 from __future__ import annotations
@@ -25,9 +45,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from mobile_ep import Rewrite, RuleContext, Support
+from mobile_ep import NodeUnit, Rewrite, RuleContext, Support, UnitIO
 
-__all__ = ["QdqFlattenToReshape", "QdqSigmoidToTanh"]
+__all__ = ["QdqFlattenToReshape", "QdqSigmoidToTanh", "QdqMaxPoolToUint8", "QdqGlobalAveragePoolToQLinearConv"]
 
 
 def _in_qdq_unit(node: ir.Node, ctx: RuleContext) -> Support:
@@ -87,3 +107,141 @@ class QdqSigmoidToTanh(Rewrite):
         tanh = b.op("Tanh", [scaled], shape=shape, dtype=f)
         halved = b.op("Mul", [tanh, half], shape=shape, dtype=f)
         return [b.op("Add", [halved, half], shape=shape, dtype=f)]
+
+
+# -- whole QDQ units to the single nodes ORT's NNAPI EP takes --------------------------------------------
+#: The largest int32 an accumulation may reach (NNAPI and onnxruntime sum quantized products in int32).
+_INT32_MAX = 2**31 - 1
+
+
+def _uint8_scalar_params(io: UnitIO, ctx: RuleContext) -> tuple[float, int] | None:
+    """A uint8 tensor's constant per-tensor scale and zero point (scalars), else None."""
+    if io is None or io.scale is None or io.zero_point is None:
+        return None
+    if ctx.dtype(io.value) != ir.DataType.UINT8 or ctx.dtype(io.zero_point) != ir.DataType.UINT8:
+        return None
+    scale, zero_point = ctx.constant(io.scale), ctx.constant(io.zero_point)
+    if scale is None or zero_point is None or scale.size != 1 or zero_point.size != 1:
+        return None
+    return float(np.asarray(scale, np.float32).reshape(-1)[0]), int(np.asarray(zero_point).reshape(-1)[0])
+
+
+def _unit_of_q(node: ir.Node, ctx: RuleContext, op_type: str) -> Support:
+    """*node* is the one QuantizeLinear of a QDQ unit of *op_type* with one uint8 input and output,
+    each with a constant per-tensor scale and zero point."""
+    unit = ctx.unit_of(node)
+    if unit.kind != "qdq" or unit.op_type != op_type or unit.target.domain not in ("", "ai.onnx"):
+        return Support.no(f"not the QuantizeLinear of a QDQ {op_type} unit")
+    if len(unit.q_nodes) != 1 or unit.redundant_clip is not None or len(unit.dq_nodes) != 1:
+        return Support.no("the unit has more than one DequantizeLinear or QuantizeLinear")
+    if _uint8_scalar_params(_dq_io(unit), ctx) is None or _uint8_scalar_params(_q_io(unit), ctx) is None:
+        return Support.no("needs uint8 data with constant per-tensor scales and zero points")
+    return Support.yes()
+
+
+def _dq_io(unit: NodeUnit) -> UnitIO:
+    dq = unit.dq_nodes[0]
+    return UnitIO(dq.inputs[0], dq.inputs[1], dq.inputs[2] if len(dq.inputs) > 2 else None)
+
+
+def _q_io(unit: NodeUnit) -> UnitIO:
+    q = unit.q_nodes[0]
+    return UnitIO(q.outputs[0], q.inputs[1], q.inputs[2] if len(q.inputs) > 2 else None)
+
+
+def _conv_unit_before(dq: ir.Node, ctx: RuleContext) -> NodeUnit | None:
+    """The QDQ Conv unit whose QuantizeLinear feeds *dq* and nothing else (with constant weight and bias)."""
+    q = ctx.producer(dq.inputs[0])
+    if q is None or q.op_type != "QuantizeLinear" or ctx.consumers(q.outputs[0]) != [dq]:
+        return None
+    if ctx.is_graph_output(q.outputs[0]):
+        return None
+    unit = ctx.unit_of(q)
+    if unit.kind != "qdq" or unit.op_type != "Conv" or unit.target.domain not in ("", "ai.onnx"):
+        return None
+    if unit.q_nodes != (q,) or _uint8_scalar_params(_q_io(unit), ctx) is None:
+        return None
+    inputs = unit.inputs
+    if len(inputs) < 2 or any(io is None or io.scale is None for io in inputs):
+        return None
+    if not all(ctx.is_constant(io.value) for io in inputs[1:]):
+        return None
+    return unit
+
+
+class QdqMaxPoolToUint8(Rewrite):
+    """A QDQ Conv unit and the QDQ MaxPool unit it feeds become QLinearConv → uint8 MaxPool (exact)."""
+
+    name = "qdq-maxpool-to-uint8"
+    op_types = ("QuantizeLinear",)
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        """The QuantizeLinear of a QDQ MaxPool unit (uint8, opset 12+, one output) with one scale and zero point,
+        fed only by the QuantizeLinear of a QDQ Conv unit with constant weight and bias."""
+        result = _unit_of_q(node, ctx, "MaxPool")
+        if not result:
+            return result
+        unit = ctx.unit_of(node)
+        if ctx.opset("") < 12:
+            return Support.no(f"a uint8 MaxPool needs opset 12 (the model has {ctx.opset('')})")
+        if len(unit.target.outputs) != 1:
+            return Support.no("the Indices output is used")
+        if _uint8_scalar_params(_dq_io(unit), ctx) != _uint8_scalar_params(_q_io(unit), ctx):
+            return Support.no("the input and output scales or zero points differ")
+        if _conv_unit_before(unit.dq_nodes[0], ctx) is None:
+            return Support.no("the input is not the output of a QDQ Conv unit alone (with constant weight and bias)")
+        return Support.yes()
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b):
+        unit = ctx.unit_of(node)
+        conv_unit = _conv_unit_before(unit.dq_nodes[0], ctx)
+        assert conv_unit is not None
+        x, w, *bias = conv_unit.inputs
+        q = conv_unit.q_nodes[0]
+        u8 = ir.DataType.UINT8
+        inputs = [x.value, x.scale, x.zero_point, w.value, w.scale, w.zero_point, q.inputs[1], q.inputs[2]]
+        if bias and bias[0] is not None:
+            inputs.append(bias[0].value)
+        conv_attributes = {name: a.value for name, a in conv_unit.target.attributes.items()}
+        conv = b.op("QLinearConv", inputs, shape=ctx.shape(q.outputs[0]), dtype=u8, **conv_attributes)
+        pool_attributes = {name: a.value for name, a in unit.target.attributes.items()}
+        return [b.op("MaxPool", [conv], shape=ctx.shape(node.outputs[0]), dtype=u8, **pool_attributes)]
+
+
+class QdqGlobalAveragePoolToQLinearConv(Rewrite):
+    """A QDQ GlobalAveragePool unit of static H×W becomes a depthwise QLinearConv (within one output step)."""
+
+    name = "qdq-gap-to-qlinearconv"
+    op_types = ("QuantizeLinear",)
+
+    @staticmethod
+    def _weight(height: int, width: int) -> int:
+        """The uint8 weight: 255, or less so that 255 · weight · H · W fits an int32 sum."""
+        return min(255, _INT32_MAX // (255 * height * width))
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        """The QuantizeLinear of a QDQ GlobalAveragePool unit (uint8) whose input is 4-D of static shape."""
+        result = _unit_of_q(node, ctx, "GlobalAveragePool")
+        if not result:
+            return result
+        unit = ctx.unit_of(node)
+        shape = _static_shape(unit.dq_nodes[0].inputs[0], ctx)
+        if shape is None or len(shape) != 4:
+            return Support.no("needs a 4-D input of static shape")
+        if self._weight(shape[2], shape[3]) < 1:
+            return Support.no(f"an H×W of {shape[2]}×{shape[3]} overflows an int32 sum")
+        return Support.yes()
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b):
+        unit = ctx.unit_of(node)
+        dq, q = unit.dq_nodes[0], unit.q_nodes[0]
+        shape = _static_shape(dq.inputs[0], ctx)
+        assert shape is not None
+        batch, channels, height, width = shape
+        weight = self._weight(height, width)
+        w = b.const(np.full((channels, 1, height, width), weight, np.uint8), "weight")
+        w_scale = b.const(np.array(1.0 / (weight * height * width), np.float32), "weight_scale")
+        w_zero_point = b.const(np.array(0, np.uint8), "weight_zero_point")
+        inputs = [dq.inputs[0], dq.inputs[1], dq.inputs[2], w, w_scale, w_zero_point, q.inputs[1], q.inputs[2]]
+        return [b.op("QLinearConv", inputs, shape=(batch, channels, 1, 1), dtype=ir.DataType.UINT8,
+                     group=channels, kernel_shape=[height, width])]

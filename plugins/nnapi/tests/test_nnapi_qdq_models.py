@@ -1,5 +1,6 @@
-"""Quantized image classifiers end to end on NNAPI: convert (ORT's EP) and convert --compile (mobile-ep's own
-lowering, compile_ops=extended), verified within one quantization step of onnxruntime's CPU result.
+"""Quantized image classifiers end to end on NNAPI: convert (ORT's EP, with convert's QDQ rewrites), convert
+--compile of the same graph, and convert --compile with compile_ops=extended (mobile-ep's own lowering of the
+QDQ pools), each one partition verified within one quantization step of onnxruntime's CPU result.
 
 The models are :mod:`quant_models`' float mobilenet_v2, mobilenet_v3_large, resnet18 and efficientnet_b0
 equivalents at random weights, made QDQ by onnxruntime.quantization.quantize_static directly and by
@@ -52,11 +53,16 @@ def test_compiled_one_partition_verified_within_one_step(models, name, how, tmp_
     _within_one_step(result)
 
 
+@pytest.mark.parametrize("compile", [False, True], ids=["ort-ep", "compile"])
+@pytest.mark.parametrize("how", ["quantize_static", "mobile-ep quantize"])
 @pytest.mark.parametrize("name", ARCHITECTURES)
-def test_ort_ep_path_verified_within_one_step(models, name, tmp_path):
-    # ORT's EP takes no QDQ GlobalAveragePool or MaxPool unit: those split the partitions (docs/quantized.md)
-    result = mobile_ep.convert(models[name, "quantize_static"], "nnapi", tmp_path)
-    assert result.check.supported_nodes >= 0.95 * result.check.nodes
+def test_ort_ep_path_one_partition_verified_within_one_step(models, name, how, compile, tmp_path):
+    # convert's QDQ rewrites (qdq-gap-to-qlinearconv, qdq-maxpool-to-uint8, ...) leave ORT's EP nothing to refuse:
+    # the written file, partitioned as onnxruntime loads it, is one partition; --compile lowers the same graph
+    result = mobile_ep.convert(models[name, how], "nnapi", tmp_path, compile=compile)
+    report = result.check
+    assert len(report.partitions) == 1 and report.supported_nodes >= 0.98 * report.nodes
+    assert not compile or (len(result.compiled.compiled) == 1 and not result.compiled.failures)
     _within_one_step(result)
 
 

@@ -266,7 +266,8 @@ class NnapiRule(OpRule):
         checked = unit.target.inputs if unit.op_type == "Concat" else unit.target.inputs[:1]
         for index, value in enumerate(checked):
             producer = ctx.producer(value)
-            if producer is None or producer.graph is not ctx.graph:
+            # (a producer in no graph yet is a node the same rewrite adds: it will be in this graph)
+            if producer is None or producer.graph is not ctx.graph and producer.graph is not None:
                 return Support.no(
                     f"uint8 input {index} is a graph input or initializer; NNAPI takes uint8 data outside QDQ form "
                     "only from a node in the same partition (it carries no scale/zero point)"
