@@ -17,7 +17,17 @@ import onnx_ir as ir
 from mobile_ep.contract.rules import RuleContext
 from mobile_ep.contract.support import Support
 
-__all__ = ["Rewrite", "Builder", "broadcast_shapes"]
+__all__ = ["Rewrite", "Builder", "broadcast_shapes", "float_input"]
+
+
+#: The element types arithmetic rewrites work in.
+FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE)
+
+
+def float_input(node: ir.Node, ctx: RuleContext, index: int = 0) -> Support:
+    """Yes when input *index* of *node* is a float tensor (float32, float16 or double)."""
+    value = node.inputs[index] if index < len(node.inputs) else None
+    return Support.check(ctx.dtype(value) in FLOAT_TYPES, f"input {index} is not a float tensor")
 
 
 def broadcast_shapes(*shapes: tuple[int | None, ...] | None) -> tuple[int | None, ...] | None:

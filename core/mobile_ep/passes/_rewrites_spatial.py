@@ -11,15 +11,14 @@ import numpy as np
 import onnx_ir as ir
 
 from mobile_ep.contract import RuleContext, Support, attr
-from mobile_ep.contract.rewrite import Builder, Rewrite
+from mobile_ep.contract.rewrite import Builder, Rewrite, float_input
 
 __all__ = ["ConvTo2D", "ConvTransposeToDepthToSpace", "ConvTransposeToConv", "PoolCeilToPads", "PadToGather"]
 
-_FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE)
 
-
-def _float(ctx: RuleContext, value: ir.Value | None) -> Support:
-    return Support.check(ctx.dtype(value) in _FLOATS, "input 0 is not a float tensor")
+def _indices_used(node: ir.Node) -> bool:
+    """A pool's second output (MaxPool's Indices) is read."""
+    return len([v for v in node.outputs if v.uses() or v.is_graph_output()]) > 1
 
 
 def _reshape(b: Builder, x: ir.Value, shape: Sequence[int], dtype: ir.DataType | None) -> ir.Value:
@@ -66,11 +65,11 @@ class ConvTo2D(Rewrite):
                 return Support.no("the weight (input 1) is not constant")
             if attr(node, "output_shape") is not None:
                 return Support.no("output_shape is given")
-        elif len([v for v in node.outputs if v.uses() or v.is_graph_output()]) > 1:
+        elif _indices_used(node):
             return Support.no("the Indices output is used")
         if node.op_type == "MaxPool" and attr(node, "storage_order", 0):
             return Support.no("storage_order=1")
-        return _float(ctx, node.inputs[0])
+        return float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x = node.inputs[0]
@@ -133,7 +132,7 @@ class ConvTransposeToDepthToSpace(Rewrite):
             return Support.no("auto_pad or output_shape is set")
         if any(d != 1 for d in attr(node, "dilations", [1])) or int(attr(node, "group", 1)) != 1:
             return Support.no("dilations or groups are not 1")
-        return _float(ctx, node.inputs[0])
+        return float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x = node.inputs[0]
@@ -182,11 +181,11 @@ class PoolCeilToPads(Rewrite):
             return Support.no("needs a static input of rank 3+")
         if _ceil_end_pads(node, shape[2:]) is None:
             return Support.no("auto_pad is set")
-        if len([v for v in node.outputs if v.uses() or v.is_graph_output()]) > 1:
+        if _indices_used(node):
             return Support.no("the Indices output is used")
         if node.op_type == "AveragePool" and attr(node, "count_include_pad", 0):
             return Support.no("count_include_pad=1 (onnxruntime's ceil-mode divisor is not the floor mode's)")
-        return _float(ctx, node.inputs[0])
+        return float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x = node.inputs[0]
@@ -305,7 +304,7 @@ class ConvTransposeToConv(Rewrite):
         pads = list(attr(node, "pads", [0] * 2 * spatial))
         if any(p > extent[i % spatial] for i, p in enumerate(pads)):
             return Support.no("pads are larger than the dilated kernel extent")
-        return _float(ctx, node.inputs[0])
+        return float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         if len(ctx.static_shape(node.inputs[0]) or ()) == 3:

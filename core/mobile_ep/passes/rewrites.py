@@ -14,7 +14,7 @@ import numpy as np
 import onnx_ir as ir
 
 from mobile_ep.contract import RuleContext, Support, attr
-from mobile_ep.contract.rewrite import Builder, Rewrite, broadcast_shapes
+from mobile_ep.contract.rewrite import Builder, Rewrite, broadcast_shapes, float_input
 from mobile_ep.passes._rewrites_math import ErfApproximation, Rank5HeadSplit, Rank5TransposeMerge
 from mobile_ep.passes._rewrites_rnn import GRUToSteps, LSTMToSteps
 from mobile_ep.passes._rewrites_spatial import (
@@ -60,13 +60,6 @@ __all__ = [
     "GRUToSteps",
 ]
 
-_FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE)
-
-
-def _float_input(node: ir.Node, ctx: RuleContext, index: int = 0) -> Support:
-    value = node.inputs[index] if index < len(node.inputs) else None
-    return Support.check(ctx.dtype(value) in _FLOATS, f"input {index} is not a float tensor")
-
 
 def _static(ctx: RuleContext, value: ir.Value | None, what: str = "input 0") -> Support:
     return Support.check(ctx.static_shape(value) is not None, f"{what} has no static shape")
@@ -95,7 +88,7 @@ class _FloatRewrite(Rewrite):
     """A rewrite whose only condition is a float input 0: its replacement computes in that type."""
 
     def match(self, node: ir.Node, ctx: RuleContext) -> Support:
-        return _float_input(node, ctx)
+        return float_input(node, ctx)
 
 
 class SumToAdd(Rewrite):
@@ -125,7 +118,7 @@ class MeanToAddDiv(Rewrite):
 
     def match(self, node: ir.Node, ctx: RuleContext) -> Support:
         ok = _variadic(node, ctx)
-        return ok if not ok else _float_input(node, ctx)
+        return ok if not ok else float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         (total,) = SumToAdd().replace(node, ctx, b)
@@ -213,7 +206,7 @@ class ClipToMaxMin(Rewrite):
             return Support.no("the bounds are not constant scalars")
         if bounds == (None, None):
             return Support.no("Clip without bounds is an identity")
-        return _float_input(node, ctx)
+        return float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x = node.inputs[0]
@@ -238,7 +231,7 @@ class ExpandToMul(Rewrite):
         if target is None:
             return Support.no("the shape (input 1) is not constant")
         ok = _static(ctx, node.inputs[0])
-        return ok if not ok else _float_input(node, ctx)
+        return ok if not ok else float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x = node.inputs[0]
@@ -396,7 +389,7 @@ class BatchNormToMulAdd(Rewrite):
         rank = ctx.rank(node.inputs[0])
         if rank is None or rank < 2:
             return Support.no("input rank must be known and at least 2")
-        return _float_input(node, ctx)
+        return float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x = node.inputs[0]
@@ -448,7 +441,7 @@ class LayerNormToPrimitives(Rewrite):
             return Support.no("input 0 has no static shape")
         if not all(ctx.is_constant(v) for v in node.inputs[1:] if v is not None):
             return Support.no("scale and bias must be constant")
-        return _float_input(node, ctx)
+        return float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x, dtype, shape = _static_input(node, ctx)
@@ -475,7 +468,7 @@ class LRNToConv(Rewrite):
             return Support.no("needs a static 4-D input")
         if shape[1] > 1024:
             return Support.no("more than 1024 channels")
-        return _float_input(node, ctx)
+        return float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x, dtype, shape = _static_input(node, ctx)
@@ -554,7 +547,7 @@ class MatMulToFlatMatMul(Rewrite):
             # BatchNormalization and folds the scale along the wrong axis when the channel count equals the
             # MatMul's N (found by the differential tests; onnxruntime 1.31).
             return Support.no("a BatchNormalization follows: onnxruntime would mis-fuse the flattened MatMul")
-        return _float_input(node, ctx)
+        return float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         a_shape, b_shape = ctx.static_shape(node.inputs[0]), ctx.static_shape(node.inputs[1])
@@ -582,7 +575,7 @@ class InstanceNormToPrimitives(Rewrite):
             return Support.no("needs a static input of rank 3+")
         if not (ctx.is_constant(node.inputs[1]) and ctx.is_constant(node.inputs[2])):
             return Support.no("scale and bias must be constant")
-        return _float_input(node, ctx)
+        return float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x, dtype, shape = _static_input(node, ctx)
@@ -633,7 +626,7 @@ class ReduceSumToMean(Rewrite):
             return Support.no("input 0 has no static shape")
         if _reduce_axes(node, ctx) is None:
             return Support.no("the axes are not constant (or the reduction is a no-op)")
-        return _float_input(node, ctx)
+        return float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x, dtype, shape = _static_input(node, ctx)
@@ -678,7 +671,7 @@ class GemmFoldScales(Rewrite):
         has_c = len(node.inputs) > 2 and node.inputs[2] is not None
         if has_c and beta != 1.0 and not ctx.is_constant(node.inputs[2]):
             return Support.no("C (input 2) is not constant")
-        return _float_input(node, ctx)
+        return float_input(node, ctx)
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         alpha, beta = float(attr(node, "alpha", 1.0)), float(attr(node, "beta", 1.0))
