@@ -164,9 +164,20 @@ def _conv_unit_before(dq: ir.Node, ctx: RuleContext) -> NodeUnit | None:
     inputs = unit.inputs
     if len(inputs) < 2 or any(io is None or io.scale is None for io in inputs):
         return None
-    if not all(ctx.is_constant(io.value) for io in inputs[1:]):
-        return None
+    x, w = inputs[0], inputs[1]
+    if x.zero_point is None or w.zero_point is None or not all(ctx.is_constant(io.value) for io in inputs[1:]):
+        return None  # (QLinearConv needs both zero points)
+    w_scale = ctx.constant(w.scale)
+    if w_scale is None or (w_scale.size > 1 and _weight_axis(ctx.producer(unit.target.inputs[1])) != 0):
+        return None  # (QLinearConv's per-channel weight scales are per output channel)
     return unit
+
+
+def _weight_axis(dq: ir.Node | None) -> int | None:
+    if dq is None:
+        return None
+    axis = dq.attributes.get("axis")
+    return int(axis.value) if axis is not None else 1
 
 
 class QdqMaxPoolToUint8(Rewrite):

@@ -64,19 +64,22 @@ def _max_step_difference(original, converted, shape, seeds=range(8)) -> int:
     return worst
 
 
-def _conv_then(op_type, shape=(1, 3, 9, 9), channels=4, out_scale=0.05, out_zp=0, opset=13, **attrs):
-    """x(u8) -> QDQ Conv (int8 weights, int32 bias, Relu) -> Q(0.05, 0) -> DQ -> *op_type* -> Q(out) -> y."""
+def _conv_then(op_type, shape=(1, 3, 9, 9), channels=4, out_scale=0.05, out_zp=0, opset=13, per_channel=False,
+               **attrs):
+    """x(u8) -> QDQ Conv (int8 weights, per tensor or per output channel; int32 bias; Relu) -> Q(0.05, 0) -> DQ ->
+    *op_type* -> Q(out) -> y."""
     rng = np.random.default_rng(0)
     weights = rng.integers(-127, 128, (channels, 3, 3, 3)).astype(np.int8)
+    w_scale = np.linspace(0.005, 0.02, channels).astype(np.float32) if per_channel else np.array(0.01, np.float32)
     inits = {**qdq_inits("x", scale=0.02, zero_point=128), "w_q": weights,
-             "w_scale": np.array(0.01, np.float32), "w_zp": np.array(0, np.int8),
-             "b_q": rng.integers(-500, 500, channels).astype(np.int32), "b_scale": np.array(0.02 * 0.01, np.float32),
-             "b_zp": np.array(0, np.int32), **qdq_inits("c", scale=0.05, zero_point=0),
+             "w_scale": w_scale, "w_zp": np.zeros(w_scale.shape, np.int8),
+             "b_q": rng.integers(-500, 500, channels).astype(np.int32), "b_scale": (np.float32(0.02) * w_scale),
+             "b_zp": np.zeros(w_scale.shape, np.int32), **qdq_inits("c", scale=0.05, zero_point=0),
              **qdq_inits("y", scale=out_scale, zero_point=out_zp)}
     nodes = [
         node("DequantizeLinear", ["x", "x_scale", "x_zp"], ["x_dq"], name="dq_x"),
-        node("DequantizeLinear", ["w_q", "w_scale", "w_zp"], ["w_dq"], name="dq_w"),
-        node("DequantizeLinear", ["b_q", "b_scale", "b_zp"], ["b_dq"], name="dq_b"),
+        node("DequantizeLinear", ["w_q", "w_scale", "w_zp"], ["w_dq"], name="dq_w", **({"axis": 0} if per_channel else {})),
+        node("DequantizeLinear", ["b_q", "b_scale", "b_zp"], ["b_dq"], name="dq_b", **({"axis": 0} if per_channel else {})),
         node("Conv", ["x_dq", "w_dq", "b_dq"], ["conv_out"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
         node("Relu", ["conv_out"], ["relu_out"], name="relu"),
         node("QuantizeLinear", ["relu_out", "c_scale", "c_zp"], ["c"], name="q_c"),
@@ -109,10 +112,10 @@ def _with_conv_after(m):
 MAX_POOL_INPUT = (1, 3, 32, 32)
 
 
-def _conv_then_max_pool(pool_scale=0.05, pool_zp=0, opset=13):
+def _conv_then_max_pool(pool_scale=0.05, pool_zp=0, opset=13, per_channel=False):
     return _with_conv_after(_conv_then("MaxPool", shape=MAX_POOL_INPUT, channels=16, out_scale=pool_scale,
-                                       out_zp=pool_zp, opset=opset, kernel_shape=[3, 3], strides=[2, 2],
-                                       pads=[1, 1, 1, 1]))
+                                       out_zp=pool_zp, opset=opset, per_channel=per_channel, kernel_shape=[3, 3],
+                                       strides=[2, 2], pads=[1, 1, 1, 1]))
 
 
 @pytest.mark.parametrize("shape", [(1, 3, 7, 7), (1, 3, 1, 5), (1, 3, 200, 200)])
@@ -144,8 +147,9 @@ def test_a_float_or_int8_global_average_pool_is_not_made_a_qlinearconv(tmp_path)
     assert converted.check.rewrites == [] and converted.check.supported_nodes == 0
 
 
-def test_qdq_conv_and_max_pool_become_qlinearconv_and_a_uint8_max_pool(tmp_path):
-    checked, converted = _convert(_conv_then_max_pool(), tmp_path)
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per-tensor", "per-channel"])
+def test_qdq_conv_and_max_pool_become_qlinearconv_and_a_uint8_max_pool(tmp_path, per_channel):
+    checked, converted = _convert(_conv_then_max_pool(per_channel=per_channel), tmp_path)
     before = checked.backends["nnapi"]
     assert before.supported_nodes < before.nodes  # ORT's EP refuses the QDQ MaxPool unit
     after = converted.check
@@ -153,7 +157,8 @@ def test_qdq_conv_and_max_pool_become_qlinearconv_and_a_uint8_max_pool(tmp_path)
     assert after.supported_nodes == after.nodes == 6 and len(after.partitions) == 1
     assert _max_step_difference(tmp_path / "m.onnx", converted, MAX_POOL_INPUT) == 0  # exact
     compiled = mobile_ep.convert(tmp_path / "m.onnx", "nnapi", tmp_path / "compiled", compile=True)
-    assert len(compiled.check.partitions) == 1 and _steps(compiled) == 0
+    # (the emulator requantizes the convolutions in fixed point, as NNAPI does: within one step of onnxruntime's)
+    assert len(compiled.check.partitions) == 1 and all(v.ok for v in compiled.verification) and _steps(compiled) <= 1
 
 
 def test_a_max_pool_unit_is_left_alone_when_the_uint8_form_would_differ_or_be_refused(tmp_path):
