@@ -115,7 +115,7 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
             try:
                 with timer("export_onnx"):
                     fusion, written = fuse_cpu.fuse_and_write(legalized, planned, opts, paths["onnx"], work)
-                    has_ort = ort_file.start(paths["onnx"], paths["ort"])  # (on a thread, beside what follows)
+                    ort_file.start(paths["onnx"], paths["ort"])  # (on a thread, beside what follows)
                     written_partition, written_model = written or fuse_cpu.partition_written(
                         paths["onnx"], backend, work / "written", opts)
                 compiled = None
@@ -123,9 +123,7 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
                     with timer("compile"):
                         compiled = to_epcontext.compile_into(paths, backend, stage.folder, work / "compile", opts)
                 with timer("export_ort"):
-                    if has_ort:
-                        ort_file.result()
-                    else:
+                    if ort_file.result() is None:
                         del paths["ort"]
             finally:
                 ort_file.wait()

@@ -39,17 +39,9 @@ class OrtExport:
         self._thread: threading.Thread | None = None
         self._outcome: tuple[bool, object] | None = None
 
-    def start(self, onnx_path: pathlib.Path, ort_path: pathlib.Path) -> bool:
-        """Start converting; False (nothing started) when the model cannot be held in ORT format."""
-        if not ort_format.ort_format_fits(onnx_path):
-            log.warning("%s: weights too large for ORT format (2 GB limit); no .ort written", onnx_path.name)
-            return False
-        refusal = ort_format.ort_format_refusal(onnx_path)
-        if refusal is not None:
-            log.warning("%s: the ORT format cannot hold %s; no .ort written", onnx_path.name, refusal)
-            return False
-        self._run(ort_format.write_ort, onnx_path, ort_path)
-        return True
+    def start(self, onnx_path: pathlib.Path, ort_path: pathlib.Path) -> None:
+        """Start converting (reading the model to see whether the ORT format can hold it is on the thread too)."""
+        self._run(_convert, onnx_path, ort_path)
 
     def _run(self, func: Callable, *args: object) -> None:
         def run() -> None:
@@ -66,13 +58,25 @@ class OrtExport:
             self._thread.join()
 
     def result(self) -> object:
-        """The written path (raises what the conversion raised)."""
+        """The written path, or None when the ORT format cannot hold the model (a warning says why); raises
+        what the conversion raised."""
         self.wait()
         assert self._outcome is not None, "start() was not called"
         ok, value = self._outcome
         if not ok:
             raise value  # type: ignore[misc]
         return value
+
+
+def _convert(onnx_path: pathlib.Path, ort_path: pathlib.Path) -> pathlib.Path | None:
+    if not ort_format.ort_format_fits(onnx_path):
+        log.warning("%s: weights too large for ORT format (2 GB limit); no .ort written", onnx_path.name)
+        return None
+    refusal = ort_format.ort_format_refusal(onnx_path)
+    if refusal is not None:
+        log.warning("%s: the ORT format cannot hold %s; no .ort written", onnx_path.name, refusal)
+        return None
+    return ort_format.write_ort(onnx_path, ort_path)
 
 
 def refuse_overwriting(source: pathlib.Path, outputs) -> None:
