@@ -216,6 +216,33 @@ def test_cost_model_rejects_a_lone_add_between_copies():
     assert cost.net_us < 0
 
 
+def test_cost_model_counts_quantized_convolutions_and_matmuls_as_their_float_ops():
+    """QLinearConv's weight is input 3: a quantized convolution costs the multiply-adds of the float one."""
+    from mepkit import ToyBackend
+    from mobile_ep.contract import RuleContext
+    from mobile_ep.partitioning.cost import node_flops
+
+    u8 = lambda name, shape: numpy_helper.from_array(np.zeros(shape, np.uint8), name)  # noqa: E731
+    f32 = lambda name: numpy_helper.from_array(np.array(0.1, np.float32), name)  # noqa: E731
+    inits = [u8("w", (16, 8, 3, 3)), u8("wq", (16, 8, 3, 3)), u8("zp", ()), f32("s"),
+             numpy_helper.from_array(np.zeros((16, 8, 3, 3), np.float32), "wf"), u8("m", (32, 8))]
+    nodes = [helper.make_node("Conv", ["xf", "wf"], ["yf"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("QLinearConv", ["x", "s", "zp", "wq", "s", "zp", "s", "zp"], ["y"], name="qconv",
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("MatMul", ["af", "mf"], ["bf"], name="matmul"),
+             helper.make_node("QLinearMatMul", ["a", "s", "zp", "m", "s", "zp", "s", "zp"], ["b"], name="qmatmul")]
+    inits.append(numpy_helper.from_array(np.zeros((32, 8), np.float32), "mf"))
+    inputs = [tensor("xf", [1, 8, 10, 10]), helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 8, 10, 10]),
+              tensor("af", [4, 32]), helper.make_tensor_value_info("a", TensorProto.UINT8, [4, 32])]
+    outputs = [tensor("yf", [1, 16, 10, 10]), helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 16, 10, 10]),
+               tensor("bf", [4, 8]), helper.make_tensor_value_info("b", TensorProto.UINT8, [4, 8])]
+    model = mir.from_proto(make_model(nodes, inputs, outputs, inits))
+    ctx = RuleContext(model, ToyBackend())
+    flops = {n.name: node_flops(n, ctx) for n in model.graph}
+    assert flops["conv"] == flops["qconv"] == 2 * 16 * 10 * 10 * 8 * 9
+    assert flops["matmul"] == flops["qmatmul"] == 2 * 4 * 8 * 32
+
+
 @pytest.mark.skipif("nnapi" not in INSTALLED, reason="needs the NNAPI backend")
 def test_cpu_nodes_get_ort_fusions_and_claimed_nodes_stay_plain(tmp_path):
     """A GELU block too small for NNAPI: the cost model rejects its partitions, so the nodes go to the

@@ -61,8 +61,9 @@ def _bytes(value: ir.Value, ctx: RuleContext) -> int:
     return int(_numel(ctx.shape(value)) * size)  # (itemsize is a float: 0.5 for 4-bit types)
 
 
-_CONVS = frozenset({"Conv", "ConvTranspose"})
-_MATMULS = frozenset({"Gemm", "MatMul"})
+#: Convolutions, by the index of their weight input.
+_CONVS = {"Conv": 1, "ConvTranspose": 1, "ConvInteger": 1, "QLinearConv": 3}
+_MATMULS = frozenset({"Gemm", "MatMul", "MatMulInteger", "QLinearMatMul"})
 _POOLS = frozenset({"MaxPool", "AveragePool", "LpPool"})
 _REDUCTIONS = frozenset({"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"})
 _TRANSCENDENTAL = frozenset({"Softmax", "LogSoftmax", "LayerNormalization", "InstanceNormalization", "LRN", "Erf",
@@ -81,7 +82,7 @@ def node_flops(node: ir.Node, ctx: RuleContext) -> float:
     op = node.op_type
     out = _numel(ctx.shape(node.outputs[0])) if node.outputs else 0
     if op in _CONVS:
-        w = ctx.shape(node.inputs[1]) if len(node.inputs) > 1 else None
+        w = ctx.shape(node.inputs[_CONVS[op]]) if len(node.inputs) > _CONVS[op] else None
         if w is None or None in w:
             return float(out)
         # weight [Cout, Cin/group, k...]: each output element is Cin/group * prod(k) multiply-adds.
