@@ -3,6 +3,10 @@
 Every ORT session applies the basic level (constant folding, redundant-node elimination, ...) before an
 execution provider is asked for its nodes, so that graph is what the backends judge.  onnxruntime itself
 does the work: a session that is built only to write the optimized model, never run.
+
+That CPU-only session also wraps each CPU kernel that has no float16 version in Casts to float32
+(``InsertedPrecisionFreeCast_...``), after partitioning: an EP is never offered those Casts, it sees the
+float16 node.  The written model has them taken out again where that gives back the float16 node exactly.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from mobile_ep import model_io
 from mobile_ep.errors import ModelError
 from mobile_ep.export.ort_format import lean_session_options, ort_model_source
 
-__all__ = ["ort_optimized", "OPTIMIZED_DATA", "OPTIMIZED_EXTERNAL_MIN_BYTES"]
+__all__ = ["ort_optimized", "OPTIMIZED_DATA", "OPTIMIZED_EXTERNAL_MIN_BYTES", "INSERTED_CAST_PREFIX"]
 
 #: Initializers of at least this size go to the optimized model's external data file: the ``.onnx`` stays
 #: small (parsed in a few ms), the weights are memory-mapped when, and only when, something reads them.
@@ -24,6 +28,9 @@ __all__ = ["ort_optimized", "OPTIMIZED_DATA", "OPTIMIZED_EXTERNAL_MIN_BYTES"]
 OPTIMIZED_EXTERNAL_MIN_BYTES = 1024
 #: The name of that external data file, beside ``optimized.onnx``.
 OPTIMIZED_DATA = "optimized.onnx.data"
+#: How onnxruntime names the Casts it inserts around a CPU kernel without float16 (node and value:
+#: ``InsertedPrecisionFreeCast_x`` is ``x`` in float32).
+INSERTED_CAST_PREFIX = "InsertedPrecisionFreeCast_"
 
 
 def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level: str = "basic",
@@ -70,4 +77,96 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
     except Exception as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None
+    _without_inserted_casts(out)
     return out
+
+
+def _without_inserted_casts(path: pathlib.Path) -> None:
+    """Rewrite the model at *path* with the float16 nodes onnxruntime wrapped in inserted Casts given back (main
+    graph only), where that is exact."""
+    proto = onnx.load(str(path), load_external_data=False)
+    if any(node.name.startswith(INSERTED_CAST_PREFIX) for node in proto.graph.node) and _unwrap_float16(proto):
+        onnx.save(proto, str(path))
+
+
+def _graphs(graph: onnx.GraphProto):
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            for sub in ([attribute.g] if attribute.HasField("g") else list(attribute.graphs)):
+                yield from _graphs(sub)
+
+
+def _float32_values(proto: onnx.ModelProto) -> set[str]:
+    """The values of the main graph ONNX's shape inference types float32 (weights' data not read)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False)
+    except Exception:
+        return set()
+    graph = inferred.graph
+    found = {t.name for t in graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
+    for info in [*graph.input, *graph.value_info, *graph.output]:
+        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type == onnx.TensorProto.FLOAT:
+            found.add(info.name)
+    return found
+
+
+def _unwrap_float16(proto: onnx.ModelProto) -> bool:
+    """Give back the float16 nodes onnxruntime wrapped: a value ``InsertedPrecisionFreeCast_x`` is the float32
+    copy of the float16 value ``x``.  A node is unwrapped when every float32 value it reads or writes is such a
+    copy (or it is a Cast of the model reading one: onnxruntime merges its inserted Cast into it), and a copy
+    is renamed back to ``x`` (its inserted Cast taken out) when every node reading or writing
+    it is unwrapped (a copy onnxruntime merged with a Cast of the model stays, and so do its nodes)."""
+    graph = proto.graph
+    nodes = list(graph.node)  # (by index: protobuf gives a new Python object for each access)
+    prefix = INSERTED_CAST_PREFIX
+
+    def inserted(node: onnx.NodeProto) -> bool:
+        return (node.op_type == "Cast" and node.domain in ("", "ai.onnx") and node.name.startswith(prefix)
+                and len(node.input) == 1 and len(node.output) == 1)
+
+    float32 = _float32_values(proto)
+    names = {v for node in nodes for v in [*node.input, *node.output]} | {v.name for v in graph.input}
+    inner = {v for node in nodes for attribute in node.attribute
+             for sub in ([attribute.g] if attribute.HasField("g") else list(attribute.graphs))
+             for g in _graphs(sub) for n in g.node for v in n.input}
+    casts = {i for i, node in enumerate(nodes) if inserted(node)}
+    # a copy whose float16 name is taken by a value no inserted Cast links it to stays
+    linked = {v for i in casts for v in (*nodes[i].input, *nodes[i].output)}
+    copies = {v for v in names if v.startswith(prefix) and v not in inner and v not in {o.name for o in graph.output}
+              and (v[len(prefix):] not in names or v[len(prefix):] in linked)}
+    touching = {i: [v for v in (*node.input, *node.output) if v.startswith(prefix)]
+                for i, node in enumerate(nodes) if i not in casts}
+    wrapped = {i for i, values in touching.items() if values and (all(
+        v.startswith(prefix) for v in (*nodes[i].input, *nodes[i].output) if v in float32) or (
+        nodes[i].op_type == "Cast" and values == [nodes[i].input[0]]))}  # (a Cast of the model reads any type)
+    users: dict[str, list[int]] = {}
+    for i, values in touching.items():
+        for v in values:
+            users.setdefault(v, []).append(i)
+    changed = True
+    while changed:
+        changed = False
+        for v in list(copies):
+            if any(i not in wrapped for i in users.get(v, ())):
+                copies.discard(v)
+                changed = True
+        for i in list(wrapped):
+            if any(v not in copies for v in touching[i]):
+                wrapped.discard(i)
+                changed = True
+    if not copies:
+        return False
+    kept = []
+    for i, node in enumerate(nodes):  # (copies: the repeated field is emptied below)
+        if i in casts and any(v in copies for v in (*node.input, *node.output)):
+            continue
+        kept.append(onnx.NodeProto())
+        kept[-1].CopyFrom(node)
+        for field in (kept[-1].input, kept[-1].output):
+            for k, name in enumerate(field):
+                if name in copies:
+                    field[k] = name[len(prefix):]
+    del graph.node[:]
+    graph.node.extend(kept)
+    return True

@@ -11,11 +11,16 @@ real thing, case by case.  :func:`run_oracle` does, for one model:
 3. the real placement: a session with the EP, at the basic level, with ORT's EPContext output on
    (``ep.context_enable=1``, ``ep.context_embed_mode=0``).  The model ORT writes holds one
    ``com.microsoft:EPContext`` node per partition the EP compiled, and every node it did not take as it
-   was: the nodes taken are the basic graph's nodes that are gone, each partition is known by its
-   outputs.  When the EP takes nothing ORT writes no file;
+   was: the nodes taken are the basic graph's nodes that are gone (a node is known by the values it
+   produces: nodes onnxruntime makes itself, e.g. a function op's inlined body, have no name), each
+   partition is known by its outputs.  When the EP takes nothing ORT writes no file;
 4. the two are compared: nodes predicted but left on the CPU, nodes taken but not predicted (with the
    backend's reason), and the partitions: as many, each producing the same graph outputs (a real partition
-   that only copies values the CPU computes, made of nodes ORT or the EP added, is left out).
+   that only copies values the CPU computes, made of nodes ORT or the EP added, is left out).  The Casts
+   the CPU-only session inserts after partitioning, around CPU kernels without float16
+   (``InsertedPrecisionFreeCast_...``), where :func:`mobile_ep.passes.fold_constants.ort_optimized` could
+   not take them out again, are left out of the comparison: the EP is never offered them, whatever the
+   backend says of them (a partition of nothing else is left out too).
 
 :class:`OracleResult` holds both placements and :meth:`OracleResult.diff` names every node that differs.
 The EP is described by an :class:`ExecutionProvider`: its name, provider options, session config
@@ -46,6 +51,7 @@ import onnx_ir as ir
 
 from mobile_ep.contract import Backend, op_label
 from mobile_ep.partitioning.propose import Proposal, propose
+from mobile_ep.passes.fold_constants import INSERTED_CAST_PREFIX
 
 __all__ = [
     "ExecutionProvider",
@@ -138,6 +144,8 @@ class RealPlacement:
     error: str | None = None
     #: The EPContext model ORT wrote (``None`` when the EP took nothing or the session failed).
     context_model: pathlib.Path | None = None
+    #: Each node left on the CPU as ``(name, op type, outputs)``, in the written model's order.
+    cpu_outputs: list[tuple[str, str, tuple[str, ...]]] = dataclasses.field(default_factory=list)
 
 
 def _ep_context_attributes(node: onnx.NodeProto) -> dict[str, Any]:
@@ -169,17 +177,19 @@ def real_placement(model: str | pathlib.Path, ep: ExecutionProvider, workdir: st
     written = onnx.load(str(out), load_external_data=False)
     partitions = []
     cpu = set()
+    cpu_outputs = []
     for node in written.graph.node:
         if node.op_type == EP_CONTEXT_OP and node.domain == EP_CONTEXT_DOMAIN:
             partitions.append(RealPartition(node.name, tuple(node.input), tuple(node.output),
                                             _ep_context_attributes(node)))
         else:
             cpu.add(node.name)
+            cpu_outputs.append((node.name, node.op_type, tuple(node.output)))
     if not keep:
         for path in work.glob("context*"):
             path.unlink()
         out = None  # type: ignore[assignment]
-    return RealPlacement(partitions, cpu, context_model=out)
+    return RealPlacement(partitions, cpu, context_model=out, cpu_outputs=cpu_outputs)
 
 
 @dataclasses.dataclass
@@ -200,6 +210,9 @@ class OracleResult:
     producers: dict[str, str] = dataclasses.field(default_factory=dict)
     #: The names of the graph's outputs.
     graph_outputs: frozenset[str] = frozenset()
+    #: Nodes of the basic-level graph onnxruntime inserted after partitioning (:data:`INSERTED_CAST_PREFIX`):
+    #: never offered to the EP, so never taken by it.
+    inserted: frozenset[str] = frozenset()
 
     @property
     def built(self) -> bool:
@@ -208,14 +221,16 @@ class OracleResult:
 
     @property
     def predicted_nodes(self) -> set[str]:
-        return {n for p in self.predicted for n in p}
+        """The basic graph's nodes the backend predicts taken (the inserted Casts left out: they are in no
+        real session when the EP is asked)."""
+        return {n for p in self.predicted for n in p} - self.inserted
 
     @property
     def real_nodes(self) -> set[str]:
         """The basic graph's nodes the real EP took (gone from the EPContext model)."""
         if not self.real.partitions:
             return set()
-        return set(self.nodes) - self.real.cpu_nodes
+        return set(self.nodes) - self.real.cpu_nodes - self.inserted
 
     @property
     def unexpected_cpu_nodes(self) -> set[str]:
@@ -250,7 +265,12 @@ class OracleResult:
         may move where a transpose sits, and with it which value crosses the boundary.)"""
         copies = {id(p) for p in self.copy_partitions}
         real = [p.outputs for p in self.real.partitions if id(p) not in copies]
-        return self._keys(list(self.predicted_outputs)) == self._keys(real)
+        return self._keys(self._predicted_outputs()) == self._keys(real)
+
+    def _predicted_outputs(self) -> list[tuple[str, ...]]:
+        """The outputs of each predicted partition holding more than inserted Casts."""
+        return [out for nodes, out in zip(self.predicted, self.predicted_outputs, strict=True)
+                if set(nodes) - self.inserted]
 
     @property
     def matches(self) -> bool:
@@ -273,7 +293,7 @@ class OracleResult:
         for name in sorted(self.unexpected_cpu_nodes):
             lines.append(f"! node {name!r} runs on the CPU in the real session but is not in the basic-level graph")
         if not self.partitions_match:
-            predicted = [sorted(o) for o in self.predicted_outputs]
+            predicted = [sorted(o) for o in self._predicted_outputs()]
             copies = {id(p) for p in self.copy_partitions}
             real = [sorted(p.outputs) for p in self.real.partitions if id(p) not in copies]
             lines.append(f"~ partitions: {self.backend} predicts {len(predicted)} producing {predicted}, the real "
@@ -326,11 +346,12 @@ def run_oracle(backend: Backend, model: Any, ep: ExecutionProvider, *, case: str
         nodes = {n.name or "": op_label(n) for n in basic.graph}
         reasons = {n.name or "": reason for n, reason in mine.rejected.items()}
         predicted = [[n.name or "" for n in p.nodes] for p in mine.partitions]
-        outputs = [tuple(v.name or "" for v in p.outputs) for p in mine.partitions]
-        real = _named_values(real_placement(path, ep, work, keep=keep), basic.graph)
+        outputs = [tuple(name for v in p.outputs for name in _through_inserted_casts(v)) for p in mine.partitions]
+        real = _named_cpu_nodes(_named_values(real_placement(path, ep, work, keep=keep), basic.graph), basic.graph)
         producers = {v.name or "": n.name or "" for n in basic.graph for v in n.outputs}
+        inserted = frozenset(name for name, op in nodes.items() if name.startswith(INSERTED_CAST_PREFIX) and op == "Cast")
         return OracleResult(label, backend.name, ep.name, nodes, predicted, reasons, outputs, real, producers,
-                            frozenset(v.name or "" for v in basic.graph.outputs))
+                            frozenset(v.name or "" for v in basic.graph.outputs), inserted)
 
 
 def _named_values(real: RealPlacement, graph: ir.Graph) -> RealPlacement:
@@ -347,4 +368,41 @@ def _named_values(real: RealPlacement, graph: ir.Graph) -> RealPlacement:
 
     real.partitions = [dataclasses.replace(p, inputs=tuple(value(n) for n in p.inputs),
                                            outputs=tuple(value(n) for n in p.outputs)) for p in real.partitions]
+    return real
+
+
+def _through_inserted_casts(value: ir.Value) -> list[str]:
+    """*value*'s name and the names of the values Casts onnxruntime inserted after partitioning make of it (the
+    EP's partition produces those under the name the Cast's output has in the basic-level graph)."""
+    names = [value.name or ""]
+    for user in value.consumers():
+        if (user.name or "").startswith(INSERTED_CAST_PREFIX) and user.op_type == "Cast":
+            names.extend(_through_inserted_casts(user.outputs[0]))
+    return names
+
+
+def _named_cpu_nodes(real: RealPlacement, graph: ir.Graph) -> RealPlacement:
+    """The placement with each CPU node named as the basic-level graph's node producing the same values.
+
+    Names are given to the nodes of the model before onnxruntime opens it, but the nodes onnxruntime makes
+    while it opens the model (the body of a function op it inlines, ``_inlfunc_...`` values) have no name,
+    in the basic-level graph as in the EPContext model: the values a node produces identify it in both.  A
+    CPU node producing none of the basic graph's values keeps its name (``op type -> first output`` when it
+    has none): a node the EP or ORT added.  A value the basic graph has a Cast onnxruntime inserted after
+    partitioning produce (:data:`INSERTED_CAST_PREFIX`) is, in the EPContext model, produced by the node
+    before that Cast; a value the basic graph has only as its float32 copy, by the node producing the copy.
+    """
+    producers = {v.name: n for n in graph for v in n.outputs if v.name}
+
+    def producer(value: str) -> str | None:
+        node = producers.get(value, producers.get(INSERTED_CAST_PREFIX + value))  # (its float32 copy)
+        while node is not None and (node.name or "").startswith(INSERTED_CAST_PREFIX) and node.inputs[0] is not None:
+            node = producers.get(node.inputs[0].name or "")
+        return None if node is None else node.name or ""
+
+    cpu = set()
+    for name, op_type, outputs in real.cpu_outputs:
+        found = next((p for p in map(producer, outputs) if p is not None), None)
+        cpu.add(found if found is not None else name or f"{op_type} -> {outputs[0] if outputs else ''}")
+    real.cpu_nodes = cpu
     return real

@@ -5,7 +5,10 @@
 1. the opset range, and the model's ai.onnx opset: the EP takes nothing of a model importing opset 6 or older;
 2. tensors of static shapes: every input and output the unit has is a tensor (not a sequence or optional)
    with a fully known shape (the EP reads each tensor's shape into a QNN tensor; a symbolic or unknown
-   dimension fails); the first input and the outputs have no dimension of size 0;
+   dimension fails); the first input and the outputs have no dimension of size 0; no tensor has a rank above
+   :attr:`QnnRule.max_rank` (the HTP's op validation refuses every op on a rank-6 tensor, and some ops, such
+   as Neg, Sqrt or Tanh, on a rank-5 one: error 3110 from ``backendValidateOpConfig``, found with the oracle)
+   unless the EP builds the node at a lower rank (:meth:`QnnRule.builds_at_lower_rank`);
 3. the element types of the inputs (:attr:`QnnRule.input_types`, by position; float32 and float16 by
    default). In a QDQ unit the quantized tensors of its DequantizeLinear/QuantizeLinear nodes must be 8- or
    16-bit integers (int32 for a bias);
@@ -31,6 +34,8 @@ FLOATS = frozenset({DataType.FLOAT, DataType.FLOAT16})
 INTS = frozenset({DataType.INT32, DataType.INT64})
 #: The QNN EP takes nothing of a model whose ai.onnx opset import is older (seen with the real EP).
 MIN_MODEL_OPSET = 7
+#: The highest tensor rank of any op on the HTP.
+MAX_RANK = 5
 #: The quantized types of QDQ tensors the HTP takes.
 QUANTIZED = frozenset({DataType.UINT8, DataType.INT8, DataType.UINT16, DataType.INT16})
 
@@ -51,6 +56,12 @@ class QnnRule(OpRule):
     constant_inputs: ClassVar[dict[int, str]] = {}
     #: Whether the outputs need static shapes too (not for ops whose output size depends on the data).
     static_outputs: ClassVar[bool] = True
+    #: The highest rank of the tensors the HTP takes for this op (its op validation refuses more).
+    max_rank: ClassVar[int] = MAX_RANK
+
+    def builds_at_lower_rank(self, unit: NodeUnit, ctx: RuleContext) -> bool:
+        """Whether the EP builds this node with tensors of lower rank than the graph's (a fusion of its own)."""
+        return False
 
     def check_common(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         answer = super().check_common(unit, ctx)
@@ -75,6 +86,9 @@ class QnnRule(OpRule):
                                       f"only (give the model fixed input shapes)")
                 if 0 in shape and (role == "output" or index == 0):
                     return Support.no(f"{role} {index} is empty (a dimension is 0): QNN has no empty tensors")
+                if len(shape) > self.max_rank and not self.builds_at_lower_rank(unit, ctx):
+                    return Support.no(f"{role} {index} has rank {len(shape)}: the HTP takes {node.op_type} on tensors "
+                                      f"of rank {self.max_rank} at most")
         for index, allowed in self.input_types.items():
             if index >= len(node.inputs) or node.inputs[index] is None:
                 continue
@@ -105,7 +119,10 @@ class QnnRule(OpRule):
 
     def conditions(self, op_type: str) -> list[str]:
         """The op's conditions for ``mobile-ep ops`` (every opset: no opset range to show)."""
-        return [item for item in super().conditions(op_type) if not item.startswith("opset 1–")]
+        items = [item for item in super().conditions(op_type) if not item.startswith("opset 1–")]
+        if self.max_rank < MAX_RANK:
+            items.append(f"Tensors of rank {self.max_rank} at most.")
+        return items
 
 
 def constant_or_dequantized(value: ir.Value, ctx: RuleContext) -> bool:

@@ -67,6 +67,8 @@ class Logical(QnnRule):
 class MaxMin(QnnRule):
     op_types = ("Max", "Min")
     input_types = {}
+    #: The HTP refuses these on rank-5 tensors (error 3110 from its op validation).
+    max_rank = 4
 
     def check(self, unit, ctx):
         """Two or more inputs of float32, float16, int32, int64 or uint32."""

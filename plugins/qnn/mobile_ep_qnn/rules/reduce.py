@@ -18,6 +18,8 @@ class Reduce(QnnRule):
 
 class ArgMaxMin(QnnRule):
     op_types = ("ArgMax", "ArgMin")
+    #: The HTP refuses these on rank-5 tensors (error 3110 from its op validation).
+    max_rank = 4
 
     def check(self, unit, ctx):
         """select_last_index=0."""

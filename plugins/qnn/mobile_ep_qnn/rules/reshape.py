@@ -1,28 +1,61 @@
-"""Reshape, Flatten, Squeeze, Unsqueeze (``reshape_op_builder.cc``): QNN Reshape to the static output shape."""
+"""Reshape, Flatten, Squeeze, Unsqueeze (``reshape_op_builder.cc``): QNN Reshape to the static output shape;
+the EP's rank-6 to rank-5 fusion (``qnn_node_group/reshape_transpose_rank5.cc``)."""
 
 from __future__ import annotations
 
-from ._base import FLOATS, INTS, QUANTIZED, SUPPORTED, DataType, QnnRule, Support
+import onnx_ir as ir
+
+from ._base import FLOATS, INTS, MAX_RANK, QUANTIZED, SUPPORTED, DataType, QnnRule, attr
 
 ANY_DATA = FLOATS | INTS | QUANTIZED | {DataType.BOOL}
 
+#: The SpaceToDepth permutations, which the EP's rank-6 fusion leaves to its SpaceToDepth fusion.
+_SPACE_TO_DEPTH_PERMS = ((0, 3, 5, 1, 2, 4), (0, 1, 3, 5, 2, 4))
 
-def rank_at_most_5(unit, ctx) -> Support:
-    """QNN's Reshape and Transpose take tensors of rank 5 at most."""
-    for value in (unit.target.inputs[0], unit.target.outputs[0]):
-        rank = ctx.rank(value)
-        if rank is not None and rank > 5:
-            return Support.no(f"a rank-{rank} tensor: QNN reshapes and transposes tensors of rank 5 at most")
-    return SUPPORTED
+
+def _only_consumer(value: ir.Value, op_type: str, ctx) -> ir.Node | None:
+    users = ctx.consumers(value)
+    if len(users) != 1 or ctx.is_graph_output(value) or users[0].op_type != op_type or users[0].domain not in ("", "ai.onnx"):
+        return None
+    return users[0]
+
+
+def in_rank6_fusion(node: ir.Node, ctx) -> bool:
+    """Whether *node* is part of the QNN EP's rank-6 to rank-5 fusion, which it builds with rank-5 tensors:
+    Reshape (constant shape) -> Transpose -> Reshape (constant shape), the two middle tensors of rank 6 with a
+    dimension of 1 at the same index, which the permutation keeps in place (not a SpaceToDepth permutation)."""
+    ctx.reads_graph()
+    first = node
+    if node.op_type == "Transpose" or (node.op_type == "Reshape" and ctx.rank(node.inputs[0]) == MAX_RANK + 1):
+        first = ctx.producer(node.inputs[0])
+        if first is not None and first.op_type == "Transpose":
+            first = ctx.producer(first.inputs[0])
+    if first is None or first.op_type != "Reshape" or first.domain not in ("", "ai.onnx") or len(first.inputs) < 2:
+        return False
+    transpose = _only_consumer(first.outputs[0], "Transpose", ctx)
+    last = _only_consumer(transpose.outputs[0], "Reshape", ctx) if transpose is not None else None
+    if last is None or not (ctx.is_constant(first.inputs[1]) and ctx.is_constant(last.inputs[1])):
+        return False
+    t1, t2 = ctx.static_shape(first.outputs[0]), ctx.static_shape(transpose.outputs[0])
+    if t1 is None or t2 is None or len(t1) != MAX_RANK + 1 or len(t2) != MAX_RANK + 1:
+        return False
+    perm = tuple(attr(transpose, "perm", ()) or ())
+    unit_dim = next((i for i in range(len(t1)) if t1[i] == 1 and t2[i] == 1), None)
+    return (unit_dim is not None and len(perm) == len(t1) and perm not in _SPACE_TO_DEPTH_PERMS
+            and perm[unit_dim] == unit_dim)
 
 
 class Reshape(QnnRule):
     op_types = ("Reshape",)
     input_types = {0: ANY_DATA}
 
+    def builds_at_lower_rank(self, unit, ctx):
+        return in_rank6_fusion(unit.target, ctx)
+
     def check(self, unit, ctx):
-        """Rank 5 at most; the output shape is static (the shape input may be computed)."""
-        return rank_at_most_5(unit, ctx)
+        """Rank 5 at most (rank 6 inside the EP's rank-6 to rank-5 fusion of Reshape -> Transpose -> Reshape);
+        the output shape is static (the shape input may be computed)."""
+        return SUPPORTED
 
 
 class Flatten(QnnRule):
@@ -40,4 +73,4 @@ class SqueezeUnsqueeze(QnnRule):
 
     def check(self, unit, ctx):
         """Any axes (the output shape is static); rank 5 at most."""
-        return rank_at_most_5(unit, ctx)
+        return SUPPORTED

@@ -1,4 +1,5 @@
-"""Shape, ConstantOfShape, Range and NonZero: shape-computing ops the QNN EP builds from static shapes."""
+"""Shape, Range and NonZero: shape-computing ops (``shape_op_builder.cc``, ``range_op_builder.cc``,
+``nonzero_op_builder.cc``).  The EP has no builder for ConstantOfShape."""
 
 from __future__ import annotations
 
@@ -11,20 +12,11 @@ class Shape(QnnRule):
     input_types = {0: ANY_DATA}
 
     def check(self, unit, ctx):
-        """A static input shape (the result is a constant tensor in the QNN graph)."""
-        return SUPPORTED
-
-
-class ConstantOfShape(QnnRule):
-    op_types = ("ConstantOfShape",)
-    input_types = {0: INTS}
-
-    def check(self, unit, ctx):
-        """A shape that is not a graph input (the output shape is static)."""
-        if unit.target.inputs[0].is_graph_input():
-            ctx.reads_graph()
-            return Support.no("the shape (input 0) is a graph input: the QNN EP needs it when it builds the graph")
-        return SUPPORTED
+        """Not on the HTP: its op validation refuses QNN's Shape op (error 3110).  (onnxruntime folds the Shape
+        of a static tensor into a constant; a Shape stays in the graph only inside the body of a function op
+        it inlines.)"""
+        return Support.no("the HTP refuses QNN's Shape op (error 3110 from its op validation): the Shape runs on "
+                          "the CPU")
 
 
 class Range(QnnRule):

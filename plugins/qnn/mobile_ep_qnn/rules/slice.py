@@ -22,7 +22,9 @@ class Pad(QnnRule):
     constant_inputs = {1: "pads", 2: "constant value", 3: "axes"}
 
     def check(self, unit, ctx):
-        """Constant pads; constant, reflect or edge mode."""
+        """Constant pads; no axes input; constant, reflect or edge mode."""
+        if len(unit.target.inputs) > 3 and unit.target.inputs[3] is not None:
+            return Support.no("an axes input (input 3): QNN's Pad pads every axis; the QNN EP takes no axes")
         mode = attr(unit.target, "mode", "constant")
         if mode not in ("constant", "reflect", "edge"):
             return Support.no(f"mode {mode!r}: QNN pads in constant, reflect or edge mode")

@@ -6,7 +6,17 @@ from ._base import SUPPORTED, QnnRule
 
 
 class Softmax(QnnRule):
-    op_types = ("Softmax", "LogSoftmax")
+    op_types = ("Softmax",)
+
+    def check(self, unit, ctx):
+        """Any axis."""
+        return SUPPORTED
+
+
+class LogSoftmax(QnnRule):
+    op_types = ("LogSoftmax",)
+    #: The HTP refuses it on rank-5 tensors (error 3110 from its op validation).
+    max_rank = 4
 
     def check(self, unit, ctx):
         """Any axis."""

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from ._base import SUPPORTED, QnnRule
-from .reshape import ANY_DATA, rank_at_most_5
+from .reshape import ANY_DATA, in_rank6_fusion
 
 
 class Transpose(QnnRule):
     op_types = ("Transpose",)
     input_types = {0: ANY_DATA}
 
+    def builds_at_lower_rank(self, unit, ctx):
+        return in_rank6_fusion(unit.target, ctx)
+
     def check(self, unit, ctx):
-        """Any permutation of a tensor of rank 5 at most."""
-        return rank_at_most_5(unit, ctx)
+        """Any permutation of a tensor of rank 5 at most (rank 6 inside the EP's rank-6 to rank-5 fusion of
+        Reshape -> Transpose -> Reshape)."""
+        return SUPPORTED
 
 
 class DepthSpace(QnnRule):

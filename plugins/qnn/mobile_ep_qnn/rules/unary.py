@@ -8,18 +8,38 @@ from ._base import FLOATS, INTS, SUPPORTED, DataType, QnnRule, Support
 
 
 class FloatUnary(QnnRule):
-    op_types = ("Ceil", "Cos", "Exp", "Floor", "Log", "Round", "Sigmoid", "Sin", "Sqrt", "Tanh", "Atan",
-                "Reciprocal", "Elu", "Gelu", "HardSigmoid", "HardSwish", "LeakyRelu", "Relu", "Selu", "IsNaN",
-                "Softplus", "Tan", "ThresholdedRelu")
+    op_types = ("Exp", "Sigmoid", "Reciprocal", "Gelu", "HardSwish", "LeakyRelu", "Relu", "ThresholdedRelu")
 
     def check(self, unit, ctx):
         """float32 or float16 input."""
         return SUPPORTED
 
 
-class SignedUnary(QnnRule):
-    op_types = ("Abs", "Neg", "Sign")
+class FloatUnaryRank4(QnnRule):
+    op_types = ("Ceil", "Cos", "Floor", "Log", "Round", "Sin", "Sqrt", "Tanh", "Atan", "Elu", "HardSigmoid", "Selu",
+                "IsNaN", "Softplus", "Tan")
+    #: The HTP refuses these on rank-5 tensors (error 3110 from its op validation).
+    max_rank = 4
+
+    def check(self, unit, ctx):
+        """float32 or float16 input."""
+        return SUPPORTED
+
+
+class Abs(QnnRule):
+    op_types = ("Abs",)
     input_types = {0: FLOATS | INTS}
+
+    def check(self, unit, ctx):
+        """float32, float16, int32 or int64 input."""
+        return SUPPORTED
+
+
+class NegSign(QnnRule):
+    op_types = ("Neg", "Sign")
+    input_types = {0: FLOATS | INTS}
+    #: The HTP refuses these on rank-5 tensors (error 3110 from its op validation).
+    max_rank = 4
 
     def check(self, unit, ctx):
         """float32, float16, int32 or int64 input."""
