@@ -54,6 +54,7 @@ from mobile_ep.partitioning.propose import Proposal, propose
 from mobile_ep.passes.fold_constants import INSERTED_CAST_PREFIX
 
 __all__ = [
+    "EP_CRASHED",
     "ExecutionProvider",
     "RealPartition",
     "RealPlacement",
@@ -153,11 +154,15 @@ def _ep_context_attributes(node: onnx.NodeProto) -> dict[str, Any]:
 
 
 def real_placement(model: str | pathlib.Path, ep: ExecutionProvider, workdir: str | pathlib.Path, *,
-                   keep: bool = False) -> RealPlacement:
+                   keep: bool = False, isolated: bool = False) -> RealPlacement:
     """Open *model* with *ep* at the basic level, EPContext output on, and read what it took.
 
-    With ``keep`` the EPContext model and its context files stay in *workdir* (``context.onnx``).
+    With ``keep`` the EPContext model and its context files stay in *workdir* (``context.onnx``).  With
+    ``isolated`` the session is created in a child process, so that an EP that crashes (a segmentation fault in
+    its native code) gives a placement whose :attr:`RealPlacement.error` says so instead of ending this process.
     """
+    if isolated:
+        return _in_child(model, ep, workdir, keep)
     work = pathlib.Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     out = work / "context.onnx"
@@ -190,6 +195,36 @@ def real_placement(model: str | pathlib.Path, ep: ExecutionProvider, workdir: st
             path.unlink()
         out = None  # type: ignore[assignment]
     return RealPlacement(partitions, cpu, context_model=out, cpu_outputs=cpu_outputs)
+
+
+#: The error of a placement whose EP crashed the child process creating the session (``isolated``).
+EP_CRASHED = "the execution provider crashed while the session was created"
+
+
+def _child(model: str, ep: ExecutionProvider, workdir: str, keep: bool) -> None:
+    import pickle
+
+    placement = real_placement(model, ep, workdir, keep=keep)
+    (pathlib.Path(workdir) / "placement.pickle").write_bytes(pickle.dumps(placement))
+
+
+def _in_child(model: str | pathlib.Path, ep: ExecutionProvider, workdir: str | pathlib.Path,
+              keep: bool) -> RealPlacement:
+    import multiprocessing
+    import pickle
+
+    work = pathlib.Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    result = work / "placement.pickle"
+    result.unlink(missing_ok=True)
+    process = multiprocessing.get_context("spawn").Process(target=_child, args=(str(model), ep, str(work), keep))
+    process.start()
+    process.join()
+    if process.exitcode != 0 or not result.exists():
+        return RealPlacement([], set(), error=f"{EP_CRASHED} (exit code {process.exitcode})")
+    placement = pickle.loads(result.read_bytes())  # (written by the child just now, from our own classes)
+    result.unlink()
+    return placement
 
 
 @dataclasses.dataclass
@@ -326,11 +361,13 @@ def _named(model: Any) -> ir.Model:
 
 
 def run_oracle(backend: Backend, model: Any, ep: ExecutionProvider, *, case: str | None = None,
-               workdir: str | pathlib.Path | None = None, keep: bool = False) -> OracleResult:
+               workdir: str | pathlib.Path | None = None, keep: bool = False, isolated: bool = False) -> OracleResult:
     """Compare *backend*'s prediction for *model* (an ``onnx.ModelProto``, a path or an IR model) with *ep*.
 
     The session is only created, never run.  ``workdir`` keeps the files (the named model
-    ``model.onnx``, the basic-level ``optimized.onnx`` and, with ``keep``, the EPContext model).
+    ``model.onnx``, the basic-level ``optimized.onnx`` and, with ``keep``, the EPContext model).  ``isolated``:
+    the real session in a child process (see :func:`real_placement`); a crash of the EP is then a result
+    whose :attr:`OracleResult.built` is false, its error :data:`EP_CRASHED`.
     """
     from mobile_ep import model_io as mir
     from mobile_ep.passes import fold_constants
@@ -347,7 +384,8 @@ def run_oracle(backend: Backend, model: Any, ep: ExecutionProvider, *, case: str
         reasons = {n.name or "": reason for n, reason in mine.rejected.items()}
         predicted = [[n.name or "" for n in p.nodes] for p in mine.partitions]
         outputs = [tuple(name for v in p.outputs for name in _through_inserted_casts(v)) for p in mine.partitions]
-        real = _named_cpu_nodes(_named_values(real_placement(path, ep, work, keep=keep), basic.graph), basic.graph)
+        placement = real_placement(path, ep, work, keep=keep, isolated=isolated)
+        real = _named_cpu_nodes(_named_values(placement, basic.graph), basic.graph)
         producers = {v.name or "": n.name or "" for n in basic.graph for v in n.outputs}
         inserted = frozenset(name for name, op in nodes.items() if name.startswith(INSERTED_CAST_PREFIX) and op == "Cast")
         return OracleResult(label, backend.name, ep.name, nodes, predicted, reasons, outputs, real, producers,
