@@ -84,6 +84,8 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
 def _without_inserted_casts(path: pathlib.Path) -> None:
     """Rewrite the model at *path* with the float16 nodes onnxruntime wrapped in inserted Casts given back (main
     graph only), where that is exact."""
+    if INSERTED_CAST_PREFIX.encode() not in path.read_bytes():  # (the weights are in the data file: a small read)
+        return
     proto = onnx.load(str(path), load_external_data=False)
     if any(node.name.startswith(INSERTED_CAST_PREFIX) for node in proto.graph.node) and _unwrap_float16(proto):
         onnx.save(proto, str(path))
