@@ -99,12 +99,13 @@ def _graphs(graph: onnx.GraphProto):
                 yield from _graphs(sub)
 
 
-def _float32_values(proto: onnx.ModelProto) -> set[str]:
-    """The values of the main graph ONNX's shape inference types float32 (weights' data not read)."""
+def _float32_values(proto: onnx.ModelProto) -> set[str] | None:
+    """The values of the main graph ONNX's shape inference types float32 (weights' data not read); ``None``
+    when inference fails."""
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False)
     except Exception:
-        return set()
+        return None
     graph = inferred.graph
     found = {t.name for t in graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
     for info in [*graph.input, *graph.value_info, *graph.output]:
@@ -128,6 +129,8 @@ def _unwrap_float16(proto: onnx.ModelProto) -> bool:
                 and len(node.input) == 1 and len(node.output) == 1)
 
     float32 = _float32_values(proto)
+    if float32 is None:  # (without the types no node is known to be wrapped whole)
+        return False
     names = {v for node in nodes for v in [*node.input, *node.output]} | {v.name for v in graph.input}
     inner = {v for node in nodes for attribute in node.attribute
              for sub in ([attribute.g] if attribute.HasField("g") else list(attribute.graphs))
