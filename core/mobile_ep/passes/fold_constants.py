@@ -91,14 +91,6 @@ def _without_inserted_casts(path: pathlib.Path) -> None:
         onnx.save(proto, str(path))
 
 
-def _graphs(graph: onnx.GraphProto):
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            for sub in ([attribute.g] if attribute.HasField("g") else list(attribute.graphs)):
-                yield from _graphs(sub)
-
-
 def _float32_values(proto: onnx.ModelProto) -> set[str] | None:
     """The values of the main graph ONNX's shape inference types float32 (weights' data not read); ``None``
     when inference fails."""
@@ -132,9 +124,8 @@ def _unwrap_float16(proto: onnx.ModelProto) -> bool:
     if float32 is None:  # (without the types no node is known to be wrapped whole)
         return False
     names = {v for node in nodes for v in [*node.input, *node.output]} | {v.name for v in graph.input}
-    inner = {v for node in nodes for attribute in node.attribute
-             for sub in ([attribute.g] if attribute.HasField("g") else list(attribute.graphs))
-             for g in _graphs(sub) for n in g.node for v in n.input}
+    inner = {v for node in nodes for sub in model_io._subgraphs(node) for g in model_io._graphs(sub)
+             for n in g.node for v in n.input}
     casts = {i for i, node in enumerate(nodes) if inserted(node)}
     # a copy whose float16 name is taken by a value no inserted Cast links it to stays
     linked = {v for i in casts for v in (*nodes[i].input, *nodes[i].output)}
