@@ -21,6 +21,17 @@ def _indices_used(node: ir.Node) -> bool:
     return len([v for v in node.outputs if v.uses() or v.is_graph_output()]) > 1
 
 
+def _static_input_constant_weights(node: ir.Node, ctx: RuleContext) -> Support:
+    """A ConvTranspose's input is 3-D or 4-D of static shape, its weight and bias constant."""
+    shape = ctx.static_shape(node.inputs[0])
+    if shape is None or len(shape) not in (3, 4):
+        return Support.no("needs a static 3-D or 4-D input")
+    bias = node.inputs[2] if len(node.inputs) > 2 else None
+    if not ctx.is_constant(node.inputs[1]) or (bias is not None and not ctx.is_constant(bias)):
+        return Support.no("weight and bias must be constant")
+    return Support.yes()
+
+
 def _reshape(b: Builder, x: ir.Value, shape: Sequence[int], dtype: ir.DataType | None) -> ir.Value:
     return b.op("Reshape", [x, b.const(np.array(shape, np.int64), "shape")], shape=tuple(shape), dtype=dtype)
 
@@ -115,12 +126,11 @@ class ConvTransposeToDepthToSpace(Rewrite):
     op_types = ("ConvTranspose",)
 
     def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        checked = _static_input_constant_weights(node, ctx)
+        if not checked:
+            return checked
         shape = ctx.static_shape(node.inputs[0])
-        if shape is None or len(shape) not in (3, 4):
-            return Support.no("needs a static 3-D or 4-D input")
-        if not ctx.is_constant(node.inputs[1]) or (len(node.inputs) > 2 and node.inputs[2] is not None
-                                                   and not ctx.is_constant(node.inputs[2])):
-            return Support.no("weight and bias must be constant")
+        assert shape is not None
         weight = ctx.constant(node.inputs[1])
         kernel = list(attr(node, "kernel_shape", weight.shape[2:]))  # type: ignore[union-attr]
         spatial = len(shape) - 2
@@ -286,12 +296,11 @@ class ConvTransposeToConv(Rewrite):
     op_types = ("ConvTranspose",)
 
     def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        checked = _static_input_constant_weights(node, ctx)
+        if not checked:
+            return checked
         shape = ctx.static_shape(node.inputs[0])
-        if shape is None or len(shape) not in (3, 4):
-            return Support.no("needs a static 3-D or 4-D input")
-        if not ctx.is_constant(node.inputs[1]) or (len(node.inputs) > 2 and node.inputs[2] is not None
-                                                   and not ctx.is_constant(node.inputs[2])):
-            return Support.no("weight and bias must be constant")
+        assert shape is not None
         if int(attr(node, "group", 1)) != 1:
             return Support.no("groups are not 1")
         if attr(node, "auto_pad", "NOTSET") != "NOTSET" or attr(node, "output_shape") is not None:
