@@ -31,6 +31,7 @@ from mobile_ep.contract import Backend
 from mobile_ep.contract.plugins import Plugins, guarded, make_plugins
 from mobile_ep.errors import BackendError, UsageError
 from mobile_ep.options import Options
+from mobile_ep.partitioning.propose import BackendProposal
 from mobile_ep.passes import const_inputs, export, fuse_cpu, load, to_epcontext
 from mobile_ep.passes import verify as verification
 from mobile_ep.passes.legalize import LegalizePass
@@ -56,15 +57,21 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
     backends = resolve_backends(opts, plugins)
     with _recording(html or node_data), _workspace() as work:
         with timer("load"):
-            as_is, _ = load.as_ort_sees_it(path, work / "as_is", proto=proto)
+            as_is, _ = load.as_ort_sees_it(path, work / "as_is", proto=proto, backends=backends)
         with timer("partition"):
             alone, together = analyze(as_is, backends, strict=opts.strict)
             before = {b.name: reports.backend_report(b, *found, model=as_is) for b, found in zip(backends, alone, strict=True)}
+            for backend, found in zip(backends, alone, strict=True):  # (alone, it is offered what it does not take inlined)
+                if len(backends) > 1 and _leaves_kept_nodes(as_is, found[0]):
+                    own, _ = load.as_ort_sees_it(path, work / f"as_is.{backend.name}", proto=proto, backends=[backend])
+                    (mine,), _ = analyze(own, [backend], strict=opts.strict)
+                    before[backend.name] = reports.backend_report(backend, *mine, model=own)
         after, changes = {}, {}
         if after_convert:
             with timer("after_convert"):
                 reference, fixing, const_dir = const_inputs.reference(path, opts)
-                fixed, changes = (load.as_ort_sees_it(reference, work / "fixed", fixing, None if const_dir else proto)
+                fixed, changes = (load.as_ort_sees_it(reference, work / "fixed", fixing, None if const_dir else proto,
+                                                      backends=backends)
                                   if opts.fixes_inputs else (as_is, {}))
                 if const_dir is not None:  # (what check needs of it is in work/fixed)
                     const_dir.cleanup()
@@ -101,8 +108,9 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
         paths = export.output_paths(source, backend.name, stage.folder)
         with _recording(html or node_data), _workspace() as work:
             with timer("load"):
-                as_is, _ = load.as_ort_sees_it(source, work / "as_is", proto=proto)
-                fixed, changes = (load.as_ort_sees_it(reference, work / "fixed", fixing, None if const_dir else proto)
+                as_is, _ = load.as_ort_sees_it(source, work / "as_is", proto=proto, backends=[backend])
+                fixed, changes = (load.as_ort_sees_it(reference, work / "fixed", fixing, None if const_dir else proto,
+                                                      backends=[backend])
                                   if opts.fixes_inputs else (as_is, {}))
             with timer("partition"):
                 before = PartitionPass(backend, Options(strict=opts.strict))
@@ -176,6 +184,12 @@ def _after_convert(model: ir.Model, backend: Backend, options: Options, work: pa
                                     written_partition.costs, model=written_model)
     report.rewrites = rewrites
     return report
+
+
+def _leaves_kept_nodes(model: ir.Model, found: BackendProposal) -> bool:
+    """Whether *model* keeps whole a function node (for another backend) that *found*'s backend does not take."""
+    kept = set(model.meta.get(load.KEPT_WHOLE, ()))
+    return bool(kept) and any(node.outputs[0].name in kept for node in found.rejected if node.outputs)
 
 
 def _legalize_and_partition(model: ir.Model, backend: Backend, options: Options

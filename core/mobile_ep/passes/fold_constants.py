@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import pathlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import onnx
 
@@ -20,7 +22,10 @@ from mobile_ep import model_io
 from mobile_ep.errors import ModelError
 from mobile_ep.export.ort_format import lean_session_options, ort_model_source
 
-__all__ = ["ort_optimized", "OPTIMIZED_DATA", "OPTIMIZED_EXTERNAL_MIN_BYTES", "INSERTED_CAST_PREFIX"]
+if TYPE_CHECKING:
+    from mobile_ep.contract import Backend
+
+__all__ = ["ort_optimized", "ort_optimized_keeping", "OPTIMIZED_DATA", "OPTIMIZED_EXTERNAL_MIN_BYTES", "INSERTED_CAST_PREFIX"]
 
 #: Initializers of at least this size go to the optimized model's external data file: the ``.onnx`` stays
 #: small (parsed in a few ms), the weights are memory-mapped when, and only when, something reads them.
@@ -34,7 +39,15 @@ INSERTED_CAST_PREFIX = "InsertedPrecisionFreeCast_"
 
 
 def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level: str = "basic",
-                  inspected: bool = False, proto: onnx.ModelProto | None = None) -> pathlib.Path:
+                  inspected: bool = False, proto: onnx.ModelProto | None = None,
+                  backends: Sequence[Backend] = ()) -> pathlib.Path:
+    """The written file of :func:`ort_optimized_keeping`."""
+    return ort_optimized_keeping(path, out_dir, level=level, inspected=inspected, proto=proto, backends=backends)[0]
+
+
+def ort_optimized_keeping(path: str | os.PathLike, out_dir: str | os.PathLike, *, level: str = "basic",
+                          inspected: bool = False, proto: onnx.ModelProto | None = None,
+                          backends: Sequence[Backend] = ()) -> tuple[pathlib.Path, list[str]]:
     """Write ``optimized.onnx`` into *out_dir*: the model at *path* after onnxruntime's optimizations at
     *level* (basic by default), its initializers of :data:`OPTIMIZED_EXTERNAL_MIN_BYTES` and more in
     :data:`OPTIMIZED_DATA` beside it.
@@ -43,7 +56,42 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
     before onnxruntime opens it, unless *inspected* says the caller has just done so (or wrote it) or hands
     that reading over as *proto*.  A model of a newer IR version than onnxruntime reads is given to it from
     memory with the IR version lowered.
+
+    *backends*: the EPs of the session being modelled, in priority order; the function nodes one of them takes
+    whole are not inlined (:mod:`mobile_ep.passes.function_ops`).  Returns the written file and the first
+    output of each function node kept whole.
     """
+    if not inspected and proto is None:
+        proto = model_io.read_proto(path)
+    out_dir = pathlib.Path(out_dir)
+    so, out = _session_options(out_dir, level)
+    source = str(path) if proto is None else ort_model_source(path, so, proto)
+    try:
+        try:
+            _optimize(source, so)
+        except Exception:
+            if proto is not None:
+                raise
+            source = ort_model_source(path, so)  # (read only when onnxruntime refuses the file: its IR version?)
+            if isinstance(source, str):
+                raise
+            _optimize(source, so)
+    except Exception as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None
+    _without_inserted_casts(out)
+    if not backends:
+        return out, []
+    from mobile_ep.passes import function_ops
+
+    if proto is None:
+        proto = onnx.load(str(path), load_external_data=False)
+    return out, function_ops.keep_claimed(pathlib.Path(path), proto, out, backends,
+                                          lambda model, folder, where: _optimized_bytes(model, folder, where, level))
+
+
+def _session_options(out_dir: pathlib.Path, level: str):
+    """Options of a session that writes the model optimized at *level* to ``optimized.onnx`` in *out_dir*."""
     import onnxruntime as ort
 
     levels = {
@@ -52,9 +100,7 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
         "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
     }
-    if not inspected and proto is None:
-        proto = model_io.read_proto(path)
-    out = pathlib.Path(out_dir) / "optimized.onnx"
+    out = out_dir / "optimized.onnx"
     so = ort.SessionOptions()
     so.graph_optimization_level = levels[level]
     so.optimized_model_filepath = str(out)
@@ -62,21 +108,25 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
     so.add_session_config_entry("session.optimized_model_external_initializers_file_name", OPTIMIZED_DATA)
     so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
                                 str(OPTIMIZED_EXTERNAL_MIN_BYTES))
-    lean_session_options(so)
-    source = str(path) if proto is None else ort_model_source(path, so, proto)
-    try:
-        try:
-            ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
-        except Exception:
-            if proto is not None:
-                raise
-            source = ort_model_source(path, so)  # (read only when onnxruntime refuses the file: its IR version?)
-            if isinstance(source, str):
-                raise
-            ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
-    except Exception as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None
+    return lean_session_options(so), out
+
+
+def _optimize(source: str | bytes, so) -> None:
+    import onnxruntime as ort
+
+    ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
+
+
+def _optimized_bytes(model: bytes, folder: pathlib.Path, out_dir: pathlib.Path, level: str) -> pathlib.Path:
+    """Optimize a serialized model whose external data is in *folder* (its IR version lowered if onnxruntime
+    reads only older ones); returns the written file, its float16 nodes unwrapped."""
+    proto = onnx.ModelProto.FromString(model)
+    if proto.ir_version > model_io.MAX_IR_VERSION:
+        proto.ir_version = model_io.MAX_IR_VERSION
+        model = proto.SerializeToString()
+    so, out = _session_options(out_dir, level)
+    so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder.resolve()))
+    _optimize(model, so)
     _without_inserted_casts(out)
     return out
 

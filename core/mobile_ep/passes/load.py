@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import onnx_ir as ir
@@ -23,7 +24,13 @@ from mobile_ep.passes.fix_shapes import FixShapesPass
 if TYPE_CHECKING:
     from onnx import ModelProto
 
-__all__ = ["validate", "as_ort_sees_it", "load_for_analysis"]
+    from mobile_ep.contract import Backend
+
+__all__ = ["validate", "as_ort_sees_it", "load_for_analysis", "KEPT_WHOLE"]
+
+#: The key of a loaded model's ``meta`` that lists the function nodes kept whole for the backends (their
+#: first outputs' names).
+KEPT_WHOLE = "mobile_ep.kept_whole"
 
 
 def validate(path: str | os.PathLike) -> ModelProto:
@@ -33,10 +40,13 @@ def validate(path: str | os.PathLike) -> ModelProto:
 
 
 def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Options | None = None,
-                   proto: ModelProto | None = None) -> tuple[ir.Model, dict[str, list[str]]]:
+                   proto: ModelProto | None = None, backends: Sequence[Backend] = ()
+                   ) -> tuple[ir.Model, dict[str, list[str]]]:
     """The model at *path*, with its input shapes fixed as *options* ask, after onnxruntime's basic-level
     optimizations; and the shape changes made (input name -> [old, new]).  *proto*: the file as
-    :func:`validate` read it (else it is read again).
+    :func:`validate` read it (else it is read again).  *backends*: the EPs of the session, in priority order:
+    the ONNX function nodes one of them takes are kept whole (:mod:`mobile_ep.passes.function_ops`); the
+    model's ``meta[KEPT_WHOLE]`` lists them (by first output).
 
     Files are written into *work*, which must outlive the model (large weights stay memory-mapped there).
     """
@@ -54,13 +64,19 @@ def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Op
         if result.modified:
             fixed = model_io.save(result.model, work / "fixed.onnx", external_data="fixed.onnx.data")
             try:  # the fixed model is what onnxruntime loads: a model it refuses is never passed on
-                optimized = fold_constants.ort_optimized(fixed, work, inspected=True)  # (our own file)
+                optimized = fold_constants.ort_optimized_keeping(fixed, work, inspected=True,  # (our own file)
+                                                                 backends=backends)
             except ModelError as exc:
                 message = str(exc).replace(f"{fixed}: ", "", 1).replace(str(fixed), "the fixed model")
                 raise ModelError(f"{source}: fixing input shapes ({_asked(options)}): {message}") from None
-            return model_io.load(optimized, check=False), changes
-    optimized = fold_constants.ort_optimized(source, work, proto=proto)
-    return model_io.load(optimized, check=False), changes
+            return _loaded(*optimized), changes
+    return _loaded(*fold_constants.ort_optimized_keeping(source, work, proto=proto, backends=backends)), changes
+
+
+def _loaded(path: pathlib.Path, kept_whole: list[str]) -> ir.Model:
+    model = model_io.load(path, check=False)
+    model.meta[KEPT_WHOLE] = kept_whole
+    return model
 
 
 def _asked(options: Options) -> str:
@@ -68,8 +84,9 @@ def _asked(options: Options) -> str:
     return " ".join(shapes + [f"--dim {name}={value}" for name, value in options.dims.items()])
 
 
-def load_for_analysis(path: str | os.PathLike, work: str | os.PathLike, options: Options | None = None) -> ir.Model:
+def load_for_analysis(path: str | os.PathLike, work: str | os.PathLike, options: Options | None = None,
+                      backends: Sequence[Backend] = ()) -> ir.Model:
     """Validate *path*, then :func:`as_ort_sees_it` (the shape changes dropped)."""
     validate(path)
-    return model_io.inline_small_weights(as_ort_sees_it(path, work, options)[0])  # (weights < 1 MB outlive *work*)
+    return model_io.inline_small_weights(as_ort_sees_it(path, work, options, backends=backends)[0])  # (weights < 1 MB outlive *work*)
 

@@ -319,7 +319,7 @@ def compile_model(source: str | os.PathLike, backend: Backend, target: str | os.
 
     work = pathlib.Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
-    model = mir.load(fold_constants.ort_optimized(source, work), check=False)
+    model = mir.load(fold_constants.ort_optimized(source, work, backends=[backend]), check=False)
     _keep_initializer_metadata(mir.load(source, check=False), model)
     partition = PartitionPass(backend, Options(cost_model=use_cost, max_partitions=max_partitions,
                                                min_nodes=min_nodes, strict=strict))

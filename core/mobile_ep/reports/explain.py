@@ -417,7 +417,7 @@ def _shape_alternative(path: pathlib.Path, model: ir.Model, node: ir.Node, backe
         fixed["change"] = change
         try:
             with tempfile.TemporaryDirectory(prefix="mobile-ep-explain-") as work:
-                fixed["model"] = load_for_analysis(path, work, Options(shapes=shapes, dims=dims))
+                fixed["model"] = load_for_analysis(path, work, Options(shapes=shapes, dims=dims), [backend])
         except MobileEpError as exc:
             fixed["model"] = None
             fixed["error"] = str(exc)
@@ -509,7 +509,7 @@ def _explain(path: pathlib.Path, node: str, pipeline: Options, plugins: Plugins,
         if name not in {b.name for b in selected}:
             others.append(plugins.backend(name).configure(pipeline.backend_options.get(name, {})))
     fixes = Options(shapes=pipeline.shapes, dims=pipeline.dims) if pipeline.fixes_shapes else None
-    model = load_for_analysis(path, work, fixes)  # with --shape/--dim: the fixed model is the one explained
+    model = load_for_analysis(path, work, fixes, selected)  # with --shape/--dim: the fixed model is explained
     target, note = _find(model, node)
     if target is None:
         target, note = _not_found(model, path, node)

@@ -243,7 +243,7 @@ def run_model(backend: Backend, model_path: str | os.PathLike, *, rtol: float = 
     name = pathlib.Path(model_path).name
     fixes = Options(shapes=dict(shapes or {}), dims=dict(dims or {})) if shapes or dims else None
     with tempfile.TemporaryDirectory(prefix="mobile-ep-conformance-") as tmp:
-        model = load_for_analysis(model_path, tmp, fixes)
+        model = load_for_analysis(model_path, tmp, fixes, [backend])
         nodes = list(model.graph)
         try:
             result = propose(model, [backend])
@@ -259,7 +259,7 @@ def run_model(backend: Backend, model_path: str | os.PathLike, *, rtol: float = 
         if not is_compiling(backend):
             return report
         # One ORT run of the analysed model with every partition boundary exposed as an output.
-        probe = load_for_analysis(model_path, tmp, fixes)
+        probe = load_for_analysis(model_path, tmp, fixes, [backend])
         by_name = {v.name: v for node in probe.graph for v in node.outputs}
         boundary: dict[str, None] = {}
         for partition in proposed.partitions:

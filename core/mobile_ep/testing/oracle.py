@@ -377,7 +377,7 @@ def run_oracle(backend: Backend, model: Any, ep: ExecutionProvider, *, case: str
         work = pathlib.Path(workdir) if workdir is not None else pathlib.Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         path = mir.save(_named(model), work / "model.onnx")
-        basic = mir.load(fold_constants.ort_optimized(path, work), check=False)
+        basic = mir.load(fold_constants.ort_optimized(path, work, backends=[backend]), check=False)
         found: Proposal = propose(basic, [backend])
         mine = found.per_backend[backend.name]
         nodes = {n.name or "": op_label(n) for n in basic.graph}
