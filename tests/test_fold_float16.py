@@ -47,18 +47,21 @@ def test_float16_nodes_come_back_without_the_inserted_casts(tmp_path):
         np.testing.assert_array_equal(_run(written, level), expected)
 
 
-def test_a_cast_of_the_model_merged_with_an_inserted_one_keeps_the_float32_nodes(tmp_path):
+def test_a_cast_of_the_model_merged_with_an_inserted_one_is_put_back(tmp_path):
     # Conv (float16) -> Cast to float32 -> Sigmoid: onnxruntime merges the model's Cast with the one it inserts
-    # after the Conv; giving the Conv back its float16 output would run the Sigmoid in float16
+    # after the Conv (the Sigmoid then reads the float32 Conv); the EPs are offered the float16 Conv and the Cast
     model = _model([helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1]),
                     helper.make_node("Cast", ["c"], ["f"], name="to_float", to=TensorProto.FLOAT),
-                    helper.make_node("Sigmoid", ["f"], ["y"], name="sig")], TensorProto.FLOAT)
+                    helper.make_node("Sigmoid", ["f"], ["s"], name="sig"),
+                    helper.make_node("Mul", ["f", "s"], ["y"], name="silu")], TensorProto.FLOAT)
     source, written = _written(model, tmp_path)
-    inferred = onnx.shape_inference.infer_shapes(onnx.load(written))
-    sigmoid = next(n for n in inferred.graph.node if n.op_type == "Sigmoid")
-    types = {v.name: v.type.tensor_type.elem_type for v in [*inferred.graph.value_info, *inferred.graph.output]}
-    assert types[sigmoid.input[0]] == TensorProto.FLOAT
-    np.testing.assert_array_equal(_run(written), _run(source))
+    graph = onnx.load(written).graph
+    assert [(n.name, list(n.input), list(n.output)) for n in graph.node] == [
+        ("conv", ["x", "w"], ["c"]), ("to_float", ["c"], ["f"]), ("sig", ["f"], ["s"]), ("silu", ["f", "s"], ["y"])]
+    assert graph.initializer[0].data_type == TensorProto.FLOAT16
+    expected = _run(source)
+    for level in LEVELS:
+        np.testing.assert_array_equal(_run(written, level), expected)
 
 
 def test_a_float32_model_is_written_as_onnxruntime_wrote_it(tmp_path):

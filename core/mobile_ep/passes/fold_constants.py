@@ -6,14 +6,18 @@ does the work: a session that is built only to write the optimized model, never 
 
 That CPU-only session also wraps each CPU kernel that has no float16 version in Casts to float32
 (``InsertedPrecisionFreeCast_...``), after partitioning: an EP is never offered those Casts, it sees the
-float16 node.  The written model has them taken out again where that gives back the float16 node exactly.
+float16 node.  The written model has them taken out again where that gives back the float16 node exactly, and
+a Cast of the model to float32 that onnxruntime merged with one of them is put back.
+
+Given the backends of the session being modelled, the ONNX function nodes one of them takes are kept whole
+instead of inlined (:mod:`mobile_ep.passes.function_ops`).
 """
 
 from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import onnx
@@ -79,7 +83,7 @@ def ort_optimized_keeping(path: str | os.PathLike, out_dir: str | os.PathLike, *
     except Exception as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None
-    _without_inserted_casts(out)
+    _without_inserted_casts(out, lambda: proto if proto is not None else onnx.load(str(path), load_external_data=False))
     if not backends:
         return out, []
     from mobile_ep.passes import function_ops
@@ -127,17 +131,18 @@ def _optimized_bytes(model: bytes, folder: pathlib.Path, out_dir: pathlib.Path, 
     so, out = _session_options(out_dir, level)
     so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder.resolve()))
     _optimize(model, so)
-    _without_inserted_casts(out)
+    _without_inserted_casts(out, lambda: proto)
     return out
 
 
-def _without_inserted_casts(path: pathlib.Path) -> None:
+def _without_inserted_casts(path: pathlib.Path, original: Callable[[], onnx.ModelProto]) -> None:
     """Rewrite the model at *path* with the float16 nodes onnxruntime wrapped in inserted Casts given back (main
-    graph only), where that is exact."""
+    graph only), where that is exact; *original* gives the model onnxruntime read (its Casts' names)."""
     if INSERTED_CAST_PREFIX.encode() not in path.read_bytes():  # (the weights are in the data file: a small read)
         return
     proto = onnx.load(str(path), load_external_data=False)
-    if any(node.name.startswith(INSERTED_CAST_PREFIX) for node in proto.graph.node) and _unwrap_float16(proto):
+    if any(node.name.startswith(INSERTED_CAST_PREFIX) for node in proto.graph.node) and _unwrap_float16(proto,
+                                                                                                      original):
         onnx.save(proto, str(path))
 
 
@@ -156,12 +161,20 @@ def _float32_values(proto: onnx.ModelProto) -> set[str] | None:
     return found
 
 
-def _unwrap_float16(proto: onnx.ModelProto) -> bool:
+def _model_casts(original: onnx.ModelProto) -> dict[str, tuple[str, str]]:
+    """The main graph's Casts to float32, by the value they read: (node name, output)."""
+    return {node.input[0]: (node.name, node.output[0]) for node in original.graph.node
+            if node.op_type == "Cast" and node.domain in ("", "ai.onnx") and len(node.input) == 1
+            and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT for a in node.attribute)}
+
+
+def _unwrap_float16(proto: onnx.ModelProto, original: Callable[[], onnx.ModelProto]) -> bool:
     """Give back the float16 nodes onnxruntime wrapped: a value ``InsertedPrecisionFreeCast_x`` is the float32
     copy of the float16 value ``x``.  A node is unwrapped when every float32 value it reads or writes is such a
     copy (or it is a Cast of the model reading one: onnxruntime merges its inserted Cast into it), and a copy
-    is renamed back to ``x`` (its inserted Cast taken out) when every node reading or writing
-    it is unwrapped (a copy onnxruntime merged with a Cast of the model stays, and so do its nodes)."""
+    is renamed back to ``x`` (its inserted Cast taken out) when every node writing it and every node reading it
+    as float16 is unwrapped.  A node that is not wrapped and reads a copy reads the output of a Cast of the model
+    to float32 that onnxruntime merged with its own: that Cast is put back (:func:`_restored_casts`)."""
     graph = proto.graph
     nodes = list(graph.node)  # (by index: protobuf gives a new Python object for each access)
     prefix = INSERTED_CAST_PREFIX
@@ -190,6 +203,11 @@ def _unwrap_float16(proto: onnx.ModelProto) -> bool:
     for i, values in touching.items():
         for v in values:
             users.setdefault(v, []).append(i)
+    # nodes that are not wrapped and read a copy read it as the output of a Cast of the model to float32, which
+    # onnxruntime merged with the Cast it inserted: that Cast is put back for them when the copy is renamed
+    readers = {v: [i for i in users[v] if i not in wrapped and v not in nodes[i].output] for v in users}
+    for v, found in readers.items():
+        users[v] = [i for i in users[v] if i not in found]
     changed = True
     while changed:
         changed = False
@@ -203,12 +221,17 @@ def _unwrap_float16(proto: onnx.ModelProto) -> bool:
                 changed = True
     if not copies:
         return False
+    restored = _restored_casts([v for v in copies if readers.get(v)], names, original)
     kept = []
     for i, node in enumerate(nodes):  # (copies: the repeated field is emptied below)
         if i in casts and any(v in copies for v in (*node.input, *node.output)):
             continue
+        kept.extend(cast for v, cast in restored.items() if i == min(readers[v]))
         kept.append(onnx.NodeProto())
         kept[-1].CopyFrom(node)
+        for k, name in enumerate(kept[-1].input):
+            if name in restored and i in readers[name]:
+                kept[-1].input[k] = restored[name].output[0]
         for field in (kept[-1].input, kept[-1].output):
             for k, name in enumerate(field):
                 if name in copies:
@@ -216,3 +239,22 @@ def _unwrap_float16(proto: onnx.ModelProto) -> bool:
     del graph.node[:]
     graph.node.extend(kept)
     return True
+
+
+def _restored_casts(merged: list[str], names: set[str], original: Callable[[], onnx.ModelProto]
+                    ) -> dict[str, onnx.NodeProto]:
+    """For each copy ``InsertedPrecisionFreeCast_x`` onnxruntime merged with a Cast of the model, that Cast of
+    ``x`` to float32, named as in the model (a Cast in the body of a function op onnxruntime inlined, which
+    the model does not name, gets ``x``'s name with ``/float32``)."""
+    if not merged:
+        return {}
+    named = _model_casts(original())
+    restored = {}
+    for v in merged:
+        x = v[len(INSERTED_CAST_PREFIX):]
+        name, output = named.get(x, (f"{x}/float32", f"{x}/float32"))
+        while output in names:
+            name, output = f"{name}'", f"{output}'"
+        restored[v] = onnx.helper.make_node("Cast", [x], [output], name=name, to=onnx.TensorProto.FLOAT)
+        names.add(output)
+    return restored
