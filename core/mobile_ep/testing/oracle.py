@@ -147,6 +147,8 @@ class RealPlacement:
     context_model: pathlib.Path | None = None
     #: Each node left on the CPU as ``(name, op type, outputs)``, in the written model's order.
     cpu_outputs: list[tuple[str, str, tuple[str, ...]]] = dataclasses.field(default_factory=list)
+    #: The inputs of each node of :attr:`cpu_outputs`, in the same order.
+    cpu_inputs: list[tuple[str, ...]] = dataclasses.field(default_factory=list)
 
 
 def _ep_context_attributes(node: onnx.NodeProto) -> dict[str, Any]:
@@ -182,7 +184,7 @@ def real_placement(model: str | pathlib.Path, ep: ExecutionProvider, workdir: st
     written = onnx.load(str(out), load_external_data=False)
     partitions = []
     cpu = set()
-    cpu_outputs = []
+    cpu_outputs, cpu_inputs = [], []
     for node in written.graph.node:
         if node.op_type == EP_CONTEXT_OP and node.domain == EP_CONTEXT_DOMAIN:
             partitions.append(RealPartition(node.name, tuple(node.input), tuple(node.output),
@@ -190,11 +192,12 @@ def real_placement(model: str | pathlib.Path, ep: ExecutionProvider, workdir: st
         else:
             cpu.add(node.name)
             cpu_outputs.append((node.name, node.op_type, tuple(node.output)))
+            cpu_inputs.append(tuple(node.input))
     if not keep:
         for path in work.glob("context*"):
             path.unlink()
         out = None  # type: ignore[assignment]
-    return RealPlacement(partitions, cpu, context_model=out, cpu_outputs=cpu_outputs)
+    return RealPlacement(partitions, cpu, context_model=out, cpu_outputs=cpu_outputs, cpu_inputs=cpu_inputs)
 
 
 #: The error of a placement whose EP crashed the child process creating the session (``isolated``).
@@ -297,9 +300,11 @@ class OracleResult:
         """As many partitions, each producing the same graph outputs.
 
         (Values between partitions and the CPU are not compared by name: the layout transform of an NHWC EP
-        may move where a transpose sits, and with it which value crosses the boundary.)"""
+        may move where a transpose sits, and with it which value crosses the boundary.  A graph output a real
+        partition lists as an input too is passed through, not produced by it: onnxruntime-qnn lists a graph
+        output a CPU node makes among the outputs of a partition reading it.)"""
         copies = {id(p) for p in self.copy_partitions}
-        real = [p.outputs for p in self.real.partitions if id(p) not in copies]
+        real = [tuple(o for o in p.outputs if o not in p.inputs) for p in self.real.partitions if id(p) not in copies]
         return self._keys(self._predicted_outputs()) == self._keys(real)
 
     def _predicted_outputs(self) -> list[tuple[str, ...]]:
@@ -429,6 +434,8 @@ def _named_cpu_nodes(real: RealPlacement, graph: ir.Graph) -> RealPlacement:
     has none): a node the EP or ORT added.  A value the basic graph has a Cast onnxruntime inserted after
     partitioning produce (:data:`INSERTED_CAST_PREFIX`) is, in the EPContext model, produced by the node
     before that Cast; a value the basic graph has only as its float32 copy, by the node producing the copy.
+    A node whose values the basic graph names otherwise (a Cast onnxruntime merged with one it inserted, which
+    core puts back under a name of its own) is found by its op and inputs.
     """
     producers = {v.name: n for n in graph for v in n.outputs if v.name}
 
@@ -438,9 +445,12 @@ def _named_cpu_nodes(real: RealPlacement, graph: ir.Graph) -> RealPlacement:
             node = producers.get(node.inputs[0].name or "")
         return None if node is None else node.name or ""
 
+    by_inputs = {(n.op_type, tuple(v.name if v is not None else "" for v in n.inputs)): n.name or "" for n in graph}
     cpu = set()
-    for name, op_type, outputs in real.cpu_outputs:
+    for k, (name, op_type, outputs) in enumerate(real.cpu_outputs):
         found = next((p for p in map(producer, outputs) if p is not None), None)
+        if found is None and k < len(real.cpu_inputs):  # (a Cast core put back, under a name of its own)
+            found = by_inputs.get((op_type, real.cpu_inputs[k]))
         cpu.add(found if found is not None else name or f"{op_type} -> {outputs[0] if outputs else ''}")
     real.cpu_nodes = cpu
     return real
