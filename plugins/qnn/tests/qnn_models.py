@@ -1,6 +1,6 @@
 """Models built in code for the QNN backend's tests: a transformer encoder block, an LSTM speech model, a QDQ
-CNN (quantized by onnxruntime.quantization with its QNN configuration), a model with dynamic shapes, and
-random graphs from mobile-ep's differential strategy."""
+CNN (quantized by onnxruntime.quantization with its QNN configuration), a CNN of ONNX function ops, a model with
+dynamic shapes, and random graphs from mobile-ep's differential strategy."""
 
 from __future__ import annotations
 
@@ -106,6 +106,79 @@ def small_cnn(seed: int = 0, batch: int | str = 1) -> onnx.ModelProto:
     ]
     return _model(nodes, [helper.make_tensor_value_info("x", F, [batch, 3, 16, 16])],
                   [helper.make_tensor_value_info("y", F, [batch, 10])], inits, opset=13)
+
+
+def function_op_cnn(seed: int = 0, silu: bool = False) -> onnx.ModelProto:
+    """A CNN made with ONNX function ops (opset 21), which the CPU EP has no kernel for (a CPU-only session
+    inlines them, a session with the QNN EP offers them whole): Conv, HardSwish, Conv, then two outputs, a
+    GroupNormalization and a head (GlobalAveragePool, Flatten, Gemm, CastLike to the input's type).  With
+    *silu*, the GroupNormalization feeds a SiLU (Sigmoid * x), as in a diffusion UNet's residual block."""
+    rng = np.random.default_rng(seed)
+    w = lambda *s: (rng.standard_normal(s) * 0.2).astype(np.float32)  # noqa: E731
+    inits = [_init("w1", w(16, 3, 3, 3)), _init("b1", w(16)), _init("w2", w(16, 16, 3, 3)), _init("b2", w(16)),
+             _init("gs", 1 + w(16)), _init("gb", w(16)), _init("fw", w(10, 16)), _init("fb", w(10))]
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+        n("HardSwish", ["c1"], ["hs"], name="hardswish"),
+        n("Conv", ["hs", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+        n("GroupNormalization", ["c2", "gs", "gb"], ["gn"], num_groups=4, epsilon=1e-5, name="groupnorm"),
+        n("GlobalAveragePool", ["c2"], ["gap"], name="gap"), n("Flatten", ["gap"], ["f"], name="flatten"),
+        n("Gemm", ["f", "fw", "fb"], ["logits"], transB=1, name="fc"),
+        n("CastLike", ["logits", "x"], ["y"], name="castlike"),
+    ]
+    features = "gn"
+    if silu:
+        nodes += [n("Sigmoid", ["gn"], ["sg"], name="sigmoid"), n("Mul", ["gn", "sg"], ["silu"], name="silu")]
+        features = "silu"
+    return _model(nodes, [helper.make_tensor_value_info("x", F, [1, 3, 16, 16])],
+                  [helper.make_tensor_value_info(features, F, [1, 16, 16, 16]),
+                   helper.make_tensor_value_info("y", F, [1, 10])], inits, opset=21)
+
+
+def float64_softmax(double_io: str = "") -> onnx.ModelProto:
+    """Attention scores in float64 (as softmax_precision asks of an expanded Attention): Cast to double, a
+    double bias, Softmax, MatMul with a double value matrix, Cast back.  *double_io*: ``"input"`` makes the model
+    read double (no first Cast), ``"output"`` write double (no last Cast)."""
+    rng = np.random.default_rng(0)
+    n = helper.make_node
+    nodes = [n("Cast", ["x"], ["xd"], to=TensorProto.DOUBLE, name="to_double"),
+             n("Add", ["xd", "bias"], ["scores"], name="bias"), n("Softmax", ["scores"], ["p"], axis=-1, name="softmax"),
+             n("MatMul", ["p", "v"], ["o"], name="matmul"), n("Cast", ["o"], ["y"], to=F, name="to_float")]
+    inits = [_init("bias", rng.standard_normal((8, 8))), _init("v", rng.standard_normal((8, 4)))]
+    x_type, y_type = F, F
+    if double_io == "input":
+        nodes[1].input[0], x_type = "x", TensorProto.DOUBLE
+        del nodes[0]
+    if double_io == "output":
+        nodes[-2].output[0], y_type = "y", TensorProto.DOUBLE
+        del nodes[-1]
+    return _model(nodes, [helper.make_tensor_value_info("x", x_type, [1, 2, 8, 8])],
+                  [helper.make_tensor_value_info("y", y_type, [1, 2, 8, 4])], inits)
+
+
+def passthrough_output_graph() -> onnx.ModelProto:
+    """A random graph of the differential strategy on which onnxruntime-qnn lists ``erf23``, a graph output an Erf
+    on the CPU makes, among the inputs and the outputs of the partition holding the Concat."""
+    n = helper.make_node
+    nodes = [
+        n("Mul", ["x", "x"], ["mul1"]), n("Erf", ["mul1"], ["erf3"]), n("Expand", ["x", "c5"], ["expand6"]),
+        n("BatchNormalization", ["mul1", "c8", "c9", "c10", "c11"], ["batchnormalization12"]),
+        n("Mul", ["batchnormalization12", "c14"], ["mul15"]),
+        n("Transpose", ["batchnormalization12"], ["transpose17"], perm=[0, 2, 3, 1]),
+        n("Relu", ["transpose17"], ["relu19"]), n("Transpose", ["relu19"], ["transpose21"], perm=[0, 3, 1, 2]),
+        n("Erf", ["batchnormalization12"], ["erf23"]), n("Concat", ["erf3", "mul1"], ["concat25"], axis=1),
+        n("Transpose", ["x"], ["transpose27"], perm=[0, 2, 3, 1]), n("Relu", ["transpose27"], ["relu29"]),
+        n("Transpose", ["relu29"], ["transpose31"], perm=[0, 3, 1, 2]), n("Relu", ["x"], ["relu33"]),
+    ]
+    one = lambda value: np.array([value], np.float32)  # noqa: E731
+    inits = [_init("c5", np.array([1, 1, 8, 6], np.int64)), _init("c8", one(1.37)), _init("c9", one(0.1)),
+             _init("c10", one(-0.17)), _init("c11", one(0.77)), _init("c14", np.full((1, 1, 1), 0.056, np.float32))]
+    shape = [1, 1, 8, 6]
+    outputs = {"expand6": shape, "mul15": shape, "transpose21": shape, "erf23": shape, "concat25": [1, 2, 8, 6],
+               "transpose31": shape, "relu33": shape}
+    return _model(nodes, [helper.make_tensor_value_info("x", F, shape)],
+                  [helper.make_tensor_value_info(name, F, dims) for name, dims in outputs.items()], inits, opset=14)
 
 
 def dynamic_cnn() -> onnx.ModelProto:

@@ -60,6 +60,28 @@ def test_fp16_precision_compiles_within_its_tolerance(tmp_path):
     assert metadata["precision"] == "fp16" and float(metadata["max_abs_error"]) <= 2e-2
 
 
+def test_function_ops_taken_whole_compile_and_run_within_tolerance(tmp_path):
+    """The GroupNormalization, HardSwish and CastLike the backend claims whole (kept whole in the written model)
+    run on the HTP simulator within float32's tolerance of onnxruntime's CPU result on the original."""
+    path = tmp_path / "fn.onnx"
+    onnx.save(qnn_models.function_op_cnn(), path)
+    compiled = _convert(path, tmp_path / "out")
+    [partition] = compiled["partitions"]
+    assert float(partition["metadata"]["max_abs_error"]) <= 1e-2
+    written = onnx.load(str(tmp_path / "out" / "fn.qnn.onnx"))
+    assert {"GroupNormalization", "HardSwish", "CastLike"} <= {n.op_type for n in written.graph.node}
+
+
+def test_float64_inside_the_graph_runs_as_float32_within_tolerance(tmp_path):
+    """float64 inside the graph is computed as float32 by the EP: within float32's tolerance of onnxruntime's
+    float64 CPU result."""
+    path = tmp_path / "f64.onnx"
+    onnx.save(qnn_models.float64_softmax(), path)
+    compiled = _convert(path, tmp_path / "out")
+    [partition] = compiled["partitions"]
+    assert len(partition["nodes"]) == 5 and float(partition["metadata"]["max_abs_error"]) <= 1e-2
+
+
 def test_quantized_model_compiles(tmp_path):
     compiled = _convert(qnn_models.qdq_cnn(tmp_path), tmp_path / "out", "-O", "qnn.precision=quantized")
     [partition] = compiled["partitions"]

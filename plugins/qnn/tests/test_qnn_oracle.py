@@ -28,20 +28,7 @@ LIGHT = sorted((pathlib.Path(onnx.backend.test.__file__).parent / "data" / "ligh
 
 #: Node cases where the prediction still differs from the real EP, each with why.  Each is run: it must still
 #: differ (then it is reported as an expected failure), so a case that starts to match fails until removed here.
-_FUNCTION = ("the EP takes this function op whole (onnxruntime offers a function op to the EPs before it inlines "
-             "its body); the CPU-only session that writes the basic-level graph has no kernel for it and inlines "
-             "it, so the backend judges the body's nodes instead")
-_MERGED_CAST = ("the CPU-only session merges a Cast of the model with one it inserts for a CPU kernel without "
-                "float16: the basic-level graph lacks a node the EP is offered")
-KNOWN = {
-    **dict.fromkeys([
-        "test_group_normalization_example", "test_group_normalization_epsilon",  # GroupNormalization
-        "test_attention_local_window", "test_attention_bidirectional_window", "test_attention_local_window_default",
-        "test_attention_local_window_with_past", "test_attention_3d_local_window",  # Attention (windowed)
-        "test_attention_local_window_gqa_rank4_mask_expanded",  # CastLike
-    ], _FUNCTION),
-    "test_causal_conv_with_state_silu_fp16": _MERGED_CAST,
-}
+KNOWN: dict[str, str] = {}
 #: Cases whose session crashes onnxruntime-qnn 2.7 (a segmentation fault in session creation): their real
 #: session is created in a child process, and a crash is reported as a skip naming it.
 CRASHES = ("stft",)
@@ -64,6 +51,51 @@ def test_built_float_model_in_one_partition(qnn_backend, qnn_ep, name):
     result = run_oracle(qnn_backend, getattr(qnn_models, name)(), qnn_ep, case=name)
     _check(result)
     assert len(result.real.partitions) == 1 and not result.real.cpu_nodes
+
+
+def test_function_ops_the_ep_takes_whole(qnn_backend, qnn_ep):
+    """GroupNormalization, HardSwish and CastLike: the real EP is offered the function nodes before onnxruntime
+    inlines them and takes them whole; the backend judges them whole too."""
+    result = run_oracle(qnn_backend, qnn_models.function_op_cnn(), qnn_ep, case="function_op_cnn")
+    _check(result)
+    assert len(result.real.partitions) == 1 and not result.real.cpu_nodes
+    assert {"GroupNormalization", "HardSwish", "CastLike"} <= {result.nodes[n] for n in result.predicted_nodes}
+
+
+def test_group_normalization_feeding_a_node_fails_the_real_session_until_converted(qnn_backend, qnn_ep, tmp_path):
+    """onnxruntime-qnn 2.7 takes a GroupNormalization whose output feeds another node, then refuses it in NHWC
+    layout: the session fails.  The backend refuses it, so convert writes it inlined; the real EP takes all of
+    that file, as predicted, and its result is verified."""
+    from mobile_ep import pipeline
+
+    model = qnn_models.function_op_cnn(silu=True)
+    original = run_oracle(qnn_backend, model, qnn_ep, case="groupnorm_silu")
+    assert not original.built and "GroupNormalization" in original.real.error
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    report = pipeline.convert(path, "qnn", tmp_path / "out")
+    written = tmp_path / "out" / "model.qnn.onnx"
+    assert "GroupNormalization" not in {n.op_type for n in onnx.load(str(written)).graph.node}
+    converted = run_oracle(qnn_backend, written, qnn_ep, case="groupnorm_silu converted")
+    _check(converted)
+    assert len(converted.real.partitions) == 1 and not converted.real.cpu_nodes
+    assert all(v.ok for v in report.verification)
+
+
+def test_float64_inside_the_graph_as_the_real_ep(qnn_backend, qnn_ep):
+    """The EP takes float64 tensors inside its graph: the Casts to and from double and the ops between."""
+    inside = run_oracle(qnn_backend, qnn_models.float64_softmax(), qnn_ep, case="float64 inside")
+    _check(inside)
+    assert len(inside.real.partitions) == 1 and not inside.real.cpu_nodes
+
+
+@pytest.mark.parametrize(("io", "node"), [("input", "bias"), ("output", "matmul")])
+def test_float64_graph_input_or_output_fails_the_real_session(qnn_backend, qnn_ep, io, node):
+    """The EP takes a node reading a float64 graph input or writing a float64 graph output, then fails the
+    session: the backend refuses the node, with that reason."""
+    result = run_oracle(qnn_backend, qnn_models.float64_softmax(io), qnn_ep, case=f"float64 graph {io}")
+    assert not result.built and "Failed to compose Qnn graph" in result.real.error
+    assert f"float64 graph {io}" in result.reasons[node] and "fails the session" in result.reasons[node]
 
 
 def test_qdq_cnn_leaves_the_boundary_qdq_on_the_cpu(qnn_backend, qnn_ep, tmp_path):
@@ -140,6 +172,24 @@ def test_float16_nodes_the_cpu_session_wraps_in_casts_as_the_real_ep(qnn_backend
     result = run_oracle(qnn_backend, _case("test_causal_conv_with_state_fp16"), qnn_ep, case="causal_conv_fp16")
     _check(result)
     assert not any(n.startswith("InsertedPrecisionFreeCast_") for n in result.nodes)
+
+
+def test_a_cast_merged_with_an_inserted_one_is_put_back(qnn_backend, qnn_ep):
+    """In the inlined body of CausalConvWithState (float16), onnxruntime's CPU session merges the body's Cast to
+    float32 after the Conv with the Cast it inserts: core puts the Cast back (under a name of its own, the body's
+    is lost), and the oracle finds it by its input; it runs on the CPU in the real session too."""
+    result = run_oracle(qnn_backend, _case("test_causal_conv_with_state_silu_fp16"), qnn_ep, case="causal_conv_silu")
+    _check(result)
+    [restored] = [n for n in result.nodes if n.endswith("_ConvOut/float32")]
+    assert result.nodes[restored] == "Cast" and restored in result.real.cpu_nodes
+
+
+def test_a_graph_output_a_partition_passes_through_is_not_its_own(qnn_backend, qnn_ep):
+    """onnxruntime-qnn lists a graph output a CPU node makes among the inputs and outputs of a partition: the
+    partitions are compared by the values they produce."""
+    result = run_oracle(qnn_backend, qnn_models.passthrough_output_graph(), qnn_ep, case="passthrough")
+    _check(result)
+    assert any("erf23" in p.inputs and "erf23" in p.outputs for p in result.real.partitions)
 
 
 def test_an_ep_that_crashes_is_reported_when_isolated(qnn_backend, qnn_ep):

@@ -10,7 +10,10 @@
    as Neg, Sqrt or Tanh, on a rank-5 one: error 3110 from ``backendValidateOpConfig``, found with the oracle)
    unless the EP builds the node at a lower rank (:meth:`QnnRule.builds_at_lower_rank`);
 3. the element types of the inputs (:attr:`QnnRule.input_types`, by position; float32 and float16 by
-   default). In a QDQ unit the quantized tensors of its DequantizeLinear/QuantizeLinear nodes must be 8- or
+   default). Where float32 is taken, so is float64 inside the graph (the EP computes it as float32), but not a
+   float64 graph input or output: the EP has no float64 at its graphs' inputs and outputs, and takes such a
+   node, then fails the session ("Failed to compose Qnn graph", "Unsupported FP64 data type in graph IO").
+   In a QDQ unit the quantized tensors of its DequantizeLinear/QuantizeLinear nodes must be 8- or
    16-bit integers (int32 for a bias);
 4. the inputs that must be constant initializers (:attr:`QnnRule.constant_inputs`: axes, pads, sizes... the
    EP reads them when it builds the graph; a DequantizeLinear of a constant counts as one, an empty input,
@@ -27,7 +30,8 @@ import onnx_ir as ir
 
 from mobile_ep import SUPPORTED, DataType, NodeUnit, OpRule, RuleContext, Support, attr
 
-__all__ = ["QnnRule", "FLOATS", "INTS", "QUANTIZED", "type_name", "attr", "Support", "SUPPORTED", "DataType"]
+__all__ = ["QnnRule", "FLOATS", "INTS", "QUANTIZED", "type_name", "input_type", "attr", "Support", "SUPPORTED",
+           "DataType"]
 
 FLOATS = frozenset({DataType.FLOAT, DataType.FLOAT16})
 #: Integer types the EP maps onto QNN integers (64-bit ones are narrowed to 32 bits).
@@ -90,12 +94,14 @@ class QnnRule(OpRule):
                     return Support.no(f"{role} {index} has rank {len(shape)}: the HTP takes {node.op_type} on tensors "
                                       f"of rank {self.max_rank} at most")
         for index, allowed in self.input_types.items():
-            if index >= len(node.inputs) or node.inputs[index] is None:
-                continue
-            dtype = ctx.dtype(node.inputs[index])
-            if dtype not in allowed:
-                names = ", ".join(sorted(type_name(t) for t in allowed))
-                return Support.no(f"input {index} is {type_name(dtype)}: QNN takes {names} here")
+            if index < len(node.inputs) and node.inputs[index] is not None:
+                answer = input_type(node.inputs[index], index, allowed, ctx)
+                if not answer:
+                    return answer
+        for index, value in enumerate(node.outputs):
+            if ctx.dtype(value) == DataType.DOUBLE and ctx.is_graph_output(value):
+                return Support.no(f"output {index} is a float64 graph output: the QNN EP takes float64 only inside "
+                                  "its graphs (computed as float32); here it fails the session")
         if unit.kind == "qdq":
             for dq in unit.dq_nodes:
                 dtype = ctx.dtype(dq.inputs[0])
@@ -123,6 +129,24 @@ class QnnRule(OpRule):
         if self.max_rank < MAX_RANK:
             items.append(f"Tensors of rank {self.max_rank} at most.")
         return items
+
+
+def input_type(value: ir.Value, index: int, allowed: frozenset[DataType], ctx: RuleContext,
+               phrase: str = "{} here") -> Support:
+    """Whether input *index* (*value*) has a type of *allowed* (the reason says QNN takes *phrase*, the names of
+    the types in its ``{}``); float64 counts as float32 inside the graph (the EP computes it as float32), not
+    as a graph input (the EP fails the session, or leaves the node)."""
+    dtype = ctx.dtype(value)
+    if dtype == DataType.DOUBLE and DataType.FLOAT in allowed:
+        ctx.reads_graph()  # (whether it is a graph input: not in the node's signature)
+        if value.is_graph_input():
+            return Support.no(f"input {index} is a float64 graph input: the QNN EP takes float64 only inside its "
+                              "graphs (computed as float32); here it fails the session")
+        return SUPPORTED
+    if dtype not in allowed:
+        names = ", ".join(sorted(type_name(t) for t in allowed))
+        return Support.no(f"input {index} is {type_name(dtype)}: QNN takes {phrase.format(names)}")
+    return SUPPORTED
 
 
 def constant_or_dequantized(value: ir.Value, ctx: RuleContext) -> bool:

@@ -13,9 +13,10 @@ class Cast(QnnRule):
     input_types = {0: CASTABLE}
 
     def check(self, unit, ctx):
-        """Between float32, float16, bool and 8- to 64-bit integers (no double, bfloat16, 4-bit or float8)."""
+        """Between float32, float16, bool and 8- to 64-bit integers, and float64 inside the graph (computed as
+        float32); no bfloat16, 4-bit or float8."""
         dtype = ctx.dtype(unit.target.outputs[0])
-        if dtype not in CASTABLE:
+        if dtype not in CASTABLE and dtype != DataType.DOUBLE:
             return Support.no(f"casts to {type_name(dtype)}: QNN has no such type")
         return SUPPORTED
 

@@ -3,19 +3,17 @@ QNN's ElementWise* ops with numpy broadcasting."""
 
 from __future__ import annotations
 
-from ._base import FLOATS, INTS, SUPPORTED, DataType, QnnRule, Support, attr, type_name
+from ._base import FLOATS, INTS, SUPPORTED, DataType, QnnRule, Support, attr, input_type
 
 NUMERIC = FLOATS | INTS
 
 
 def _same_types(unit, ctx, allowed, what="inputs") -> Support:
     for index, value in enumerate(unit.target.inputs):
-        if value is None:
-            continue
-        dtype = ctx.dtype(value)
-        if dtype not in allowed:
-            names = ", ".join(sorted(type_name(t) for t in allowed))
-            return Support.no(f"input {index} is {type_name(dtype)}: QNN takes {what} of {names}")
+        if value is not None:
+            answer = input_type(value, index, allowed, ctx, what + " of {}")
+            if not answer:
+                return answer
     return SUPPORTED
 
 
@@ -107,9 +105,9 @@ class Where(QnnRule):
     def check(self, unit, ctx):
         """A bool condition; values float32, float16, int32 or int64."""
         for index in (1, 2):
-            dtype = ctx.dtype(unit.target.inputs[index])
-            if dtype not in NUMERIC:
-                return Support.no(f"input {index} is {type_name(dtype)}: QNN takes float or int32 values")
+            answer = input_type(unit.target.inputs[index], index, NUMERIC, ctx, "values of {}")
+            if not answer:
+                return answer
         return SUPPORTED
 
 

@@ -27,6 +27,37 @@ class InstanceNormalization(QnnRule):
         return SUPPORTED
 
 
+class GroupNormalization(QnnRule):
+    op_types = ("GroupNormalization",)
+
+    def check(self, unit, ctx):
+        """Rank 3 or more; scale and bias of one value per channel (opset 21's form); epsilon above 0; a number
+        of groups that divides the channels; the output only a graph output.  (An ONNX function: the EP is
+        offered it before onnxruntime inlines it.  onnxruntime-qnn 2.7 takes a GroupNormalization whose output
+        feeds another node, then refuses it in NHWC layout and the session fails: refused here, so that the
+        model convert writes has it inlined, whose nodes the EP takes.)"""
+        node = unit.target
+        if ctx.consumers(node.outputs[0]):
+            return Support.no("its output feeds another node: onnxruntime-qnn 2.7 then fails the session (it takes "
+                              "the node, then refuses it in NHWC layout); convert writes it inlined, which the EP "
+                              "takes")
+        shape = ctx.shape(node.inputs[0])
+        if shape is None or len(shape) <= 2:
+            return Support.no("an input of rank 2 or less: QNN's GroupNorm takes rank 3 and more")
+        channels = shape[1]
+        for index, name in ((1, "scale"), (2, "bias")):
+            given = ctx.shape(node.inputs[index])
+            if given is None or list(given) != [channels]:
+                return Support.no(f"{name} is not one value per channel ({channels}): the QNN EP takes opset 21's "
+                                  "per-channel form")
+        if attr(node, "epsilon", 1e-5) <= 0:
+            return Support.no("epsilon is not above 0")
+        groups = attr(node, "num_groups", 1)
+        if groups <= 0 or channels % groups:
+            return Support.no(f"{channels} channels do not split into {groups} groups")
+        return SUPPORTED
+
+
 class LayerNormalization(QnnRule):
     op_types = ("LayerNormalization",)
     constant_inputs = {1: "scale", 2: "bias"}
