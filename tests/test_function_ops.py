@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-import pytest
 from onnx import TensorProto, helper
 
 import mobile_ep
@@ -135,20 +134,14 @@ def test_external_weights_and_a_newer_ir_version(tmp_path):
     assert whole.graph.initializers["w"].const_value.numpy().shape == (32, 3, 3, 3)
 
 
-@pytest.fixture
-def whole_plugins():
-    pm = make_plugins(entry_points=False)
-    plugin = ToyPlugin(WholeBackend(), ToyBackend())
-    pm.register(plugin, name="whole-plugin")
-    try:
-        yield pm
-    finally:
-        pm.unregister(plugin)
+def _plugins():
+    """A fresh plugin manager with the two test backends."""
+    return make_plugins(entry_points=False, plugins=[ToyPlugin(WholeBackend(), ToyBackend())])
 
 
-def test_check_shows_each_backend_alone_the_graph_its_session_has(tmp_path, whole_plugins):
+def test_check_shows_each_backend_alone_the_graph_its_session_has(tmp_path):
     path = _save(_group_norm_model(), tmp_path)
-    report = pipeline.check(path, "whole,toy", plugins=whole_plugins, after_convert=False)
+    report = pipeline.check(path, "whole,toy", plugins=_plugins(), after_convert=False)
     whole, toy = report.backends["whole"], report.backends["toy"]
     assert whole.nodes == 4 and whole.supported_nodes == 4 and report.nodes == 4
     # alone, the toy backend is offered the bodies: their nodes, not the two function nodes
@@ -156,10 +149,10 @@ def test_check_shows_each_backend_alone_the_graph_its_session_has(tmp_path, whol
     assert report.combined is not None and report.combined.placement == {"whole": 4, "toy": 0, "cpu": 0}
 
 
-def test_convert_writes_the_function_nodes_it_takes(tmp_path, whole_plugins):
+def test_convert_writes_the_function_nodes_it_takes(tmp_path):
     path = _save(_group_norm_model(), tmp_path)
     out = tmp_path / "out"
-    report = pipeline.convert(path, "whole", out, plugins=whole_plugins)
+    report = pipeline.convert(path, "whole", out, plugins=_plugins())
     written = onnx.load(out / "model.whole.onnx")
     assert [n.op_type for n in written.graph.node] == ["Conv", "GroupNormalization", "HardSwish", "Relu"]
     assert written.ir_version <= 13 and all(v.ok for v in report.verification)
