@@ -188,8 +188,13 @@ def open_report(report_path: pathlib.Path, screenshot: pathlib.Path, workdir: pa
         fold = json.loads(evaluate(_FOLD))
         shot = browser.call("Page.captureScreenshot", {"format": "png"}, session)
         screenshot.with_name(screenshot.stem + "-fold.png").write_bytes(base64.b64decode(shot["data"]))
-        evaluate("window.mobileEp.fitAll()")
-        stats = json.loads(evaluate("JSON.stringify(window.mobileEp.stats())"))
+        deadline = time.monotonic() + 10
+        while True:  # (a panel laid out after the page said ready is fitted again)
+            evaluate("window.mobileEp.fitAll()")
+            stats = json.loads(evaluate("JSON.stringify(window.mobileEp.stats())"))
+            if all(s["drawn"] == s["total"] for s in stats) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
 
         def click(x: float, y: float) -> None:
             for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
