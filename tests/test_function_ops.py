@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper
 
 import mobile_ep
-from mepkit import ToyBackend, ToyPlugin, ToyRule, const, tensor
+from mepkit import ToyBackend, ToyPlugin, ToyRule, const, has_backend, tensor
 from mobile_ep import pipeline
 from mobile_ep.contract.plugins import make_plugins
 from mobile_ep.passes import load
@@ -160,3 +161,22 @@ def test_convert_writes_the_function_nodes_it_takes(tmp_path):
     expected = _run(path, x)
     for level in LEVELS:
         np.testing.assert_allclose(_run(out / "model.whole.onnx", x, level), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not (has_backend("qnn") and has_backend("nnapi")), reason="needs the qnn and nnapi backends")
+def test_after_convert_with_several_backends_is_each_backends_own_convert(tmp_path):
+    """QNN takes HardSwish whole, NNAPI does not (ORT's NNAPI EP is offered its body): NNAPI's after-convert
+    in ``check --ep qnn,nnapi`` rewrites what ``convert --ep nnapi`` rewrites, the body's HardSigmoid."""
+    rng = np.random.default_rng(0)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1"], ["c"], pads=[1, 1, 1, 1], name="conv1"), n("HardSwish", ["c"], ["h"], name="hswish"),
+             n("Conv", ["h", "w2"], ["y"], name="conv2")]
+    inits = [const("w1", (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32)),
+             const("w2", (rng.standard_normal((8, 8, 1, 1)) * 0.3).astype(np.float32))]
+    graph = helper.make_graph(nodes, "g", [tensor("x", [1, 3, 16, 16])], [tensor("y", [1, 8, 16, 16])], inits)
+    path = _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10), tmp_path)
+    both = pipeline.check(path, "qnn,nnapi")
+    alone = pipeline.check(path, "nnapi")
+    assert both.backends["qnn"].nodes == 3 and both.backends["nnapi"].nodes == 4  # (HardSwish whole / its body)
+    assert both.after_convert["nnapi"].as_dict() == alone.after_convert["nnapi"].as_dict()
+    assert [r["rewrite"] for r in alone.after_convert["nnapi"].rewrites] == ["hardsigmoid-to-relu6"]

@@ -58,25 +58,35 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
     with _recording(html or node_data), _workspace() as work:
         with timer("load"):
             as_is, _ = load.as_ort_sees_it(path, work / "as_is", proto=proto, backends=backends)
+        own: dict[str, ir.Model] = {}  # (each backend alone, where its session sees another graph than all together)
         with timer("partition"):
             alone, together = analyze(as_is, backends, strict=opts.strict)
             before = {b.name: reports.backend_report(b, *found, model=as_is) for b, found in zip(backends, alone, strict=True)}
             for backend, found in zip(backends, alone, strict=True):  # (alone, it is offered what it does not take inlined)
                 if len(backends) > 1 and _leaves_kept_nodes(as_is, found[0]):
-                    own, _ = load.as_ort_sees_it(path, work / f"as_is.{backend.name}", proto=proto, backends=[backend])
-                    (mine,), _ = analyze(own, [backend], strict=opts.strict)
-                    before[backend.name] = reports.backend_report(backend, *mine, model=own)
+                    own[backend.name], _ = load.as_ort_sees_it(path, work / f"as_is.{backend.name}", proto=proto,
+                                                               backends=[backend])
+                    (mine,), _ = analyze(own[backend.name], [backend], strict=opts.strict)
+                    before[backend.name] = reports.backend_report(backend, *mine, model=own[backend.name])
         after, changes = {}, {}
         if after_convert:
             with timer("after_convert"):
                 reference, fixing, const_dir = const_inputs.reference(path, opts)
-                fixed, changes = (load.as_ort_sees_it(reference, work / "fixed", fixing, None if const_dir else proto,
-                                                      backends=backends)
-                                  if opts.fixes_inputs else (as_is, {}))
-                if const_dir is not None:  # (what check needs of it is in work/fixed)
-                    const_dir.cleanup()
+
+                def fixed_for(chosen: list[Backend], folder: str) -> tuple[ir.Model, dict[str, list[str]]]:
+                    return load.as_ort_sees_it(reference, work / folder, fixing, None if const_dir else proto,
+                                               backends=chosen)
+
+                fixed, changes = fixed_for(backends, "fixed") if opts.fixes_inputs else (as_is, {})
                 for backend in backends:
-                    after[backend.name] = _after_convert(fixed, backend, opts, work)
+                    mine = fixed  # (convert's graph: the backend alone, as with as_is above)
+                    if len(backends) > 1 and fixed.meta.get(load.KEPT_WHOLE):
+                        mine = (fixed_for([backend], f"fixed.{backend.name}")[0] if opts.fixes_inputs else
+                                own.get(backend.name) or load.as_ort_sees_it(
+                                    path, work / f"as_is.{backend.name}", proto=proto, backends=[backend])[0])
+                    after[backend.name] = _after_convert(mine, backend, opts, work)
+                if const_dir is not None:
+                    const_dir.cleanup()
         dynamic = reports.dynamic_inputs(as_is)
         for name, report in before.items():
             report.suggestions = reports.suggestions(report, after.get(name), dynamic)

@@ -136,6 +136,18 @@ def function_op_cnn(seed: int = 0, silu: bool = False) -> onnx.ModelProto:
                    helper.make_tensor_value_info("y", F, [1, 10])], inits, opset=21)
 
 
+def mish_block(seed: int = 0) -> onnx.ModelProto:
+    """Conv, Mish (an ONNX function op: Softplus, Tanh, Mul), Conv, as in a YOLOv4-style backbone."""
+    rng = np.random.default_rng(seed)
+    w = lambda *s: (rng.standard_normal(s) * 0.2).astype(np.float32)  # noqa: E731
+    inits = [_init("w1", w(8, 3, 3, 3)), _init("b1", w(8)), _init("w2", w(8, 8, 1, 1)), _init("b2", w(8))]
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"), n("Mish", ["c1"], ["m"], name="mish"),
+             n("Conv", ["m", "w2", "b2"], ["y"], name="conv2")]
+    return _model(nodes, [helper.make_tensor_value_info("x", F, [1, 3, 16, 16])],
+                  [helper.make_tensor_value_info("y", F, [1, 8, 16, 16])], inits, opset=18)
+
+
 def float64_softmax(double_io: str = "") -> onnx.ModelProto:
     """Attention scores in float64 (as softmax_precision asks of an expanded Attention): Cast to double, a
     double bias, Softmax, MatMul with a double value matrix, Cast back.  *double_io*: ``"input"`` makes the model

@@ -62,21 +62,25 @@ def test_function_ops_the_ep_takes_whole(qnn_backend, qnn_ep):
     assert {"GroupNormalization", "HardSwish", "CastLike"} <= {result.nodes[n] for n in result.predicted_nodes}
 
 
-def test_group_normalization_feeding_a_node_fails_the_real_session_until_converted(qnn_backend, qnn_ep, tmp_path):
-    """onnxruntime-qnn 2.7 takes a GroupNormalization whose output feeds another node, then refuses it in NHWC
-    layout: the session fails.  The backend refuses it, so convert writes it inlined; the real EP takes all of
-    that file, as predicted, and its result is verified."""
+@pytest.mark.parametrize(("name", "op", "error"), [("groupnorm_silu", "GroupNormalization", "NHWC format"),
+                                                   ("mish_relu", "Mish", "INVALID_GRAPH")])
+def test_function_op_feeding_a_node_fails_the_real_session_until_converted(qnn_backend, qnn_ep, tmp_path, name, op,
+                                                                          error):
+    """onnxruntime-qnn 2.7 fails the session of a model whose GroupNormalization (it takes it, then refuses it in
+    NHWC layout) or Mish (it takes the body onnxruntime inlines) feeds another node.  The backend does not take
+    them whole, so convert writes their bodies; the real EP takes all of that file, as predicted, and its result
+    is verified."""
     from mobile_ep import pipeline
 
-    model = qnn_models.function_op_cnn(silu=True)
-    original = run_oracle(qnn_backend, model, qnn_ep, case="groupnorm_silu")
-    assert not original.built and "GroupNormalization" in original.real.error
+    model = qnn_models.function_op_cnn(silu=True) if name == "groupnorm_silu" else qnn_models.mish_block()
+    original = run_oracle(qnn_backend, model, qnn_ep, case=name)
+    assert not original.built and error in original.real.error
     path = tmp_path / "model.onnx"
     onnx.save(model, path)
     report = pipeline.convert(path, "qnn", tmp_path / "out")
     written = tmp_path / "out" / "model.qnn.onnx"
-    assert "GroupNormalization" not in {n.op_type for n in onnx.load(str(written)).graph.node}
-    converted = run_oracle(qnn_backend, written, qnn_ep, case="groupnorm_silu converted")
+    assert op not in {n.op_type for n in onnx.load(str(written)).graph.node}
+    converted = run_oracle(qnn_backend, written, qnn_ep, case=f"{name} converted")
     _check(converted)
     assert len(converted.real.partitions) == 1 and not converted.real.cpu_nodes
     assert all(v.ok for v in report.verification)
