@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
@@ -32,7 +33,9 @@ class WholeBackend(ToyBackend):
         return mobile_ep.RuleRegistry([ToyRule(), WholeRule()])
 
 
-def _group_norm_model(channels=8, groups=2):
+def _group_norm_model(channels=8, groups=2, declared=True):
+    """Conv, GroupNormalization, HardSwish, Relu; *declared*: the file gives GroupNormalization's output shape
+    (value_info, as exporters write it: ONNX has no shape inference for the op)."""
     rng = np.random.default_rng(0)
     n = helper.make_node
     nodes = [n("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
@@ -43,6 +46,8 @@ def _group_norm_model(channels=8, groups=2):
              const("scale", rng.uniform(0.5, 1.5, channels).astype(np.float32)),
              const("bias", rng.standard_normal(channels).astype(np.float32))]
     graph = helper.make_graph(nodes, "g", [tensor("x", [1, 3, 8, 8])], [tensor("y", [1, channels, 8, 8])], inits)
+    if declared:
+        graph.value_info.append(tensor("g", [1, channels, 8, 8]))
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
 
 
@@ -72,6 +77,18 @@ def test_function_nodes_a_backend_takes_stay_whole(tmp_path):
         inlined, _ = load.as_ort_sees_it(path, tmp_path / f"inlined{len(backends)}", backends=backends)
         assert "GroupNormalization" not in _ops(inlined) and "HardSwish" not in _ops(inlined)
         assert {"ReduceMean", "HardSigmoid"} <= set(_ops(inlined)) and not inlined.meta[load.KEPT_WHOLE]
+
+
+def test_a_kept_nodes_outputs_have_the_shapes_onnxruntime_knows(tmp_path):
+    """HardSwish's shape inference gives its output's shape; GroupNormalization has none, so onnxruntime knows its
+    output's shape only when the file declares it: an EP that needs static shapes sees what it would see."""
+    for declared in (True, False):
+        path = _save(_group_norm_model(declared=declared), tmp_path, f"model{declared}.onnx")
+        model, _ = load.as_ort_sees_it(path, tmp_path / f"w{declared}", backends=[WholeBackend()])
+        values = {v.name: v for node in model.graph for v in node.outputs}
+        assert values["g"].dtype == ir.DataType.FLOAT
+        assert (values["g"].shape is not None and values["g"].shape.is_static()) is declared
+        assert (values["h"].shape is not None and values["h"].shape.is_static()) is declared  # (inferred from g)
 
 
 def test_only_the_nodes_some_backend_takes_stay_whole(tmp_path):

@@ -153,14 +153,40 @@ def _optimized_around(source: pathlib.Path, proto: onnx.ModelProto, nodes: list[
     by_name = {v.name: v for v in graph.output}
     del graph.output[:]
     graph.output.extend(by_name[name] for name in kept_outputs)
-    graph.value_info.extend(new_inputs)
+    graph.value_info.extend(by_name[name] for name in extra_outputs if name in by_name)
     ordered = _topological([*graph.node, *taken], {v.name for v in graph.input} | {t.name for t in graph.initializer})
     if ordered is None:
         return None
     del graph.node[:]
     graph.node.extend(ordered)
+    graph.value_info.extend(_as_onnxruntime_types(result, taken, proto, typed))
     onnx.save(result, str(written))
     return written
+
+
+def _as_onnxruntime_types(model: onnx.ModelProto, nodes: list[onnx.NodeProto], original: onnx.ModelProto,
+                          typed: dict[str, onnx.ValueInfoProto]) -> list[onnx.ValueInfoProto]:
+    """The outputs of the put-back *nodes* in *model* typed as onnxruntime types them when it opens the file:
+    by the op's own shape inference from its (folded) inputs, else as the file declares them, else by their
+    element type alone.  (ONNX has no shape inference for some function ops, GroupNormalization for one:
+    onnxruntime then knows the output's shape only from the file, and an EP may refuse the node without it.)"""
+    try:
+        graph = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False).graph
+        inferred = {v.name: v for v in [*graph.value_info, *graph.output]}
+    except Exception:
+        inferred = {}
+    declared = {v.name: v for v in [*original.graph.value_info, *original.graph.output]}
+    found = []
+    for name in (o for node in nodes for o in node.output if o):
+        for source in (inferred, declared):
+            if name in source and _known(source[name]) >= 0:
+                found.append(source[name])
+                break
+        else:
+            value = onnx.ValueInfoProto(name=name)
+            value.type.tensor_type.elem_type = typed[name].type.tensor_type.elem_type
+            found.append(value)
+    return found
 
 
 def _topological(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto] | None:

@@ -108,11 +108,12 @@ def small_cnn(seed: int = 0, batch: int | str = 1) -> onnx.ModelProto:
                   [helper.make_tensor_value_info("y", F, [batch, 10])], inits, opset=13)
 
 
-def function_op_cnn(seed: int = 0, silu: bool = False) -> onnx.ModelProto:
+def function_op_cnn(seed: int = 0, silu: bool = False, declared: bool = False) -> onnx.ModelProto:
     """A CNN made with ONNX function ops (opset 21), which the CPU EP has no kernel for (a CPU-only session
     inlines them, a session with the QNN EP offers them whole): Conv, HardSwish, Conv, then two outputs, a
     GroupNormalization and a head (GlobalAveragePool, Flatten, Gemm, CastLike to the input's type).  With
-    *silu*, the GroupNormalization feeds a SiLU (Sigmoid * x), as in a diffusion UNet's residual block."""
+    *silu*, the GroupNormalization feeds a SiLU (Sigmoid * x), as in a diffusion UNet's residual block; with
+    *declared*, the file gives the GroupNormalization's output shape (value_info, as exporters write it)."""
     rng = np.random.default_rng(seed)
     w = lambda *s: (rng.standard_normal(s) * 0.2).astype(np.float32)  # noqa: E731
     inits = [_init("w1", w(16, 3, 3, 3)), _init("b1", w(16)), _init("w2", w(16, 16, 3, 3)), _init("b2", w(16)),
@@ -131,9 +132,12 @@ def function_op_cnn(seed: int = 0, silu: bool = False) -> onnx.ModelProto:
     if silu:
         nodes += [n("Sigmoid", ["gn"], ["sg"], name="sigmoid"), n("Mul", ["gn", "sg"], ["silu"], name="silu")]
         features = "silu"
-    return _model(nodes, [helper.make_tensor_value_info("x", F, [1, 3, 16, 16])],
-                  [helper.make_tensor_value_info(features, F, [1, 16, 16, 16]),
-                   helper.make_tensor_value_info("y", F, [1, 10])], inits, opset=21)
+    model = _model(nodes, [helper.make_tensor_value_info("x", F, [1, 3, 16, 16])],
+                   [helper.make_tensor_value_info(features, F, [1, 16, 16, 16]),
+                    helper.make_tensor_value_info("y", F, [1, 10])], inits, opset=21)
+    if declared and silu:
+        model.graph.value_info.append(helper.make_tensor_value_info("gn", F, [1, 16, 16, 16]))
+    return model
 
 
 def mish_block(seed: int = 0) -> onnx.ModelProto:

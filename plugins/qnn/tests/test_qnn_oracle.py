@@ -67,9 +67,9 @@ def test_function_ops_the_ep_takes_whole(qnn_backend, qnn_ep):
 def test_function_op_feeding_a_node_fails_the_real_session_until_converted(qnn_backend, qnn_ep, tmp_path, name, op,
                                                                           error):
     """onnxruntime-qnn 2.7 fails the session of a model whose GroupNormalization (it takes it, then refuses it in
-    NHWC layout) or Mish (it takes the body onnxruntime inlines) feeds another node.  The backend does not take
-    them whole, so convert writes their bodies; the real EP takes all of that file, as predicted, and its result
-    is verified."""
+    NHWC layout, the file not declaring its output's shape) or Mish (it takes the body onnxruntime inlines)
+    feeds another node.  The backend does not take them whole, so convert writes their bodies; the real EP
+    takes all of that file, as predicted, and its result is verified."""
     from mobile_ep import pipeline
 
     model = qnn_models.function_op_cnn(silu=True) if name == "groupnorm_silu" else qnn_models.mish_block()
@@ -84,6 +84,15 @@ def test_function_op_feeding_a_node_fails_the_real_session_until_converted(qnn_b
     _check(converted)
     assert len(converted.real.partitions) == 1 and not converted.real.cpu_nodes
     assert all(v.ok for v in report.verification)
+
+
+def test_group_normalization_with_a_declared_shape_is_taken_whole(qnn_backend, qnn_ep):
+    """The same block with GroupNormalization's output shape in the file's value_info (as torch.onnx writes it):
+    the real EP takes the node whole, and so does the backend."""
+    result = run_oracle(qnn_backend, qnn_models.function_op_cnn(silu=True, declared=True), qnn_ep, case="declared")
+    _check(result)
+    assert len(result.real.partitions) == 1 and not result.real.cpu_nodes
+    assert "GroupNormalization" in {result.nodes[n] for n in result.predicted_nodes}
 
 
 def test_float64_inside_the_graph_as_the_real_ep(qnn_backend, qnn_ep):

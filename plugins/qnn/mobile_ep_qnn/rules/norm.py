@@ -29,21 +29,23 @@ class InstanceNormalization(QnnRule):
 
 class GroupNormalization(QnnRule):
     op_types = ("GroupNormalization",)
+    static_outputs = False  # (checked below, with the reason that applies)
 
     def check(self, unit, ctx):
         """Rank 3 or more; scale and bias of one value per channel (opset 21's form); epsilon above 0; a number
-        of groups that divides the channels; the output only a graph output.  (An ONNX function: the EP is
-        offered it before onnxruntime inlines it.  onnxruntime-qnn 2.7 takes a GroupNormalization whose output
-        feeds another node, then refuses it in NHWC layout and the session fails: refused here, so that the
-        model convert writes has it inlined, whose nodes the EP takes.)"""
+        of groups that divides the channels; an output whose shape onnxruntime knows.  (An ONNX function: the
+        EP is offered it before onnxruntime inlines it.  ONNX has no shape inference for it, so onnxruntime
+        knows the output's shape only when the file declares it (value_info, as exporters write); without it
+        onnxruntime-qnn 2.7 takes the node, then refuses it in NHWC layout and the session fails when the
+        output feeds another node.  Refused then: the model convert writes has it inlined, which the EP takes.)"""
         node = unit.target
-        if ctx.consumers(node.outputs[0]):
-            return Support.no("its output feeds another node: onnxruntime-qnn 2.7 then fails the session (it takes "
-                              "the node, then refuses it in NHWC layout); convert writes it inlined, which the EP "
-                              "takes")
         shape = ctx.shape(node.inputs[0])
         if shape is None or len(shape) <= 2:
             return Support.no("an input of rank 2 or less: QNN's GroupNorm takes rank 3 and more")
+        if ctx.static_shape(node.outputs[0]) is None:
+            return Support.no("the file does not declare the output's shape (ONNX infers none for GroupNormalization): "
+                              "onnxruntime-qnn 2.7 then fails the session once the output feeds another node; "
+                              "convert writes the op inlined, which the EP takes (or export the model with value_info)")
         channels = shape[1]
         for index, name in ((1, "scale"), (2, "bias")):
             given = ctx.shape(node.inputs[index])
