@@ -31,7 +31,6 @@ from mobile_ep.contract import Backend
 from mobile_ep.contract.plugins import Plugins, guarded, make_plugins
 from mobile_ep.errors import BackendError, UsageError
 from mobile_ep.options import Options
-from mobile_ep.partitioning.propose import BackendProposal
 from mobile_ep.passes import const_inputs, export, fuse_cpu, load, to_epcontext
 from mobile_ep.passes import verify as verification
 from mobile_ep.passes.legalize import LegalizePass
@@ -58,32 +57,30 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
     with _recording(html or node_data), _workspace() as work:
         with timer("load"):
             as_is, _ = load.as_ort_sees_it(path, work / "as_is", proto=proto, backends=backends)
-        own: dict[str, ir.Model] = {}  # (each backend alone, where its session sees another graph than all together)
         with timer("partition"):
             alone, together = analyze(as_is, backends, strict=opts.strict)
-            before = {b.name: reports.backend_report(b, *found, model=as_is) for b, found in zip(backends, alone, strict=True)}
-            for backend, found in zip(backends, alone, strict=True):  # (alone, it is offered what it does not take inlined)
-                if len(backends) > 1 and _leaves_kept_nodes(as_is, found[0]):
-                    own[backend.name], _ = load.as_ort_sees_it(path, work / f"as_is.{backend.name}", proto=proto,
-                                                               backends=[backend])
-                    (mine,), _ = analyze(own[backend.name], [backend], strict=opts.strict)
-                    before[backend.name] = reports.backend_report(backend, *mine, model=own[backend.name])
+            before = {}
+            for backend, found in zip(backends, alone, strict=True):  # (alone: offered inlined what another keeps)
+                mine = load.for_one(as_is, backends, backend, found[0].rejected, lambda one, b=backend: load.as_ort_sees_it(
+                    path, work / f"as_is.{b.name}", proto=proto, backends=one)[0])
+                if mine is not as_is:
+                    (found,), _ = analyze(mine, [backend], strict=opts.strict)
+                before[backend.name] = reports.backend_report(backend, *found, model=mine)
         after, changes = {}, {}
         if after_convert:
             with timer("after_convert"):
                 reference, fixing, const_dir = const_inputs.reference(path, opts)
 
                 def fixed_for(chosen: list[Backend], folder: str) -> tuple[ir.Model, dict[str, list[str]]]:
+                    if not opts.fixes_inputs:
+                        return load.as_ort_sees_it(path, work / folder, proto=proto, backends=chosen)
                     return load.as_ort_sees_it(reference, work / folder, fixing, None if const_dir else proto,
                                                backends=chosen)
 
                 fixed, changes = fixed_for(backends, "fixed") if opts.fixes_inputs else (as_is, {})
-                for backend in backends:
-                    mine = fixed  # (convert's graph: the backend alone, as with as_is above)
-                    if len(backends) > 1 and fixed.meta.get(load.KEPT_WHOLE):
-                        mine = (fixed_for([backend], f"fixed.{backend.name}")[0] if opts.fixes_inputs else
-                                own.get(backend.name) or load.as_ort_sees_it(
-                                    path, work / f"as_is.{backend.name}", proto=proto, backends=[backend])[0])
+                for backend in backends:  # (convert's graph: the backend alone, as above)
+                    mine = load.for_one(fixed, backends, backend, None,
+                                        lambda one, b=backend: fixed_for(one, f"fixed.{b.name}")[0])
                     after[backend.name] = _after_convert(mine, backend, opts, work)
                 if const_dir is not None:
                     const_dir.cleanup()
@@ -194,12 +191,6 @@ def _after_convert(model: ir.Model, backend: Backend, options: Options, work: pa
                                     written_partition.costs, model=written_model)
     report.rewrites = rewrites
     return report
-
-
-def _leaves_kept_nodes(model: ir.Model, found: BackendProposal) -> bool:
-    """Whether *model* keeps whole a function node (for another backend) that *found*'s backend does not take."""
-    kept = set(model.meta.get(load.KEPT_WHOLE, ()))
-    return bool(kept) and any(node.outputs[0].name in kept for node in found.rejected if node.outputs)
 
 
 def _legalize_and_partition(model: ir.Model, backend: Backend, options: Options

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 import onnx_ir as ir
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from mobile_ep.contract import Backend
 
-__all__ = ["validate", "as_ort_sees_it", "load_for_analysis", "KEPT_WHOLE"]
+__all__ = ["validate", "as_ort_sees_it", "load_for_analysis", "for_one", "KEPT_WHOLE"]
 
 #: The key of a loaded model's ``meta`` that lists the function nodes kept whole for the backends (their
 #: first outputs' names).
@@ -77,6 +77,18 @@ def _loaded(path: pathlib.Path, kept_whole: list[str]) -> ir.Model:
     model = model_io.load(path, check=False)
     model.meta[KEPT_WHOLE] = kept_whole
     return model
+
+
+def for_one(model: ir.Model, backends: Sequence[Backend], backend: Backend, rejected: Collection[ir.Node] | None,
+            again: Callable[[list[Backend]], ir.Model]) -> ir.Model:
+    """*model*, loaded for all *backends*, as *backend*'s own session sees it: loaded *again* for it alone when
+    *model* keeps whole a function node for another backend (one of *rejected*, the nodes *backend* does not
+    take, when known): alone, its session would have inlined that node."""
+    kept = set(model.meta.get(KEPT_WHOLE, ()))
+    if len(backends) < 2 or not kept or (
+            rejected is not None and not any(n.outputs and n.outputs[0].name in kept for n in rejected)):
+        return model
+    return again([backend])
 
 
 def _asked(options: Options) -> str:
