@@ -15,6 +15,7 @@ from mepkit import ToyBackend, ToyPlugin, ToyRule, const, has_backend, tensor
 from mobile_ep import pipeline
 from mobile_ep.contract.plugins import make_plugins
 from mobile_ep.passes import load
+from mobile_ep.reports.text import check_text
 
 LEVELS = [ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
           ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, ort.GraphOptimizationLevel.ORT_ENABLE_ALL]
@@ -197,3 +198,30 @@ def test_after_convert_with_several_backends_is_each_backends_own_convert(tmp_pa
     assert both.backends["qnn"].nodes == 3 and both.backends["nnapi"].nodes == 4  # (HardSwish whole / its body)
     assert both.after_convert["nnapi"].as_dict() == alone.after_convert["nnapi"].as_dict()
     assert [r["rewrite"] for r in alone.after_convert["nnapi"].rewrites] == ["hardsigmoid-to-relu6"]
+
+
+def test_a_function_node_a_rule_refuses_whole_is_reported_with_its_reason(tmp_path):
+    class RefuseGroupNorm(mobile_ep.OpRule):
+        op_types = ("GroupNormalization",)
+
+        def check(self, unit, ctx):
+            return mobile_ep.Support.no("groups of 4 channels only")
+
+    class Refusing(ToyBackend):
+        name = "refusing"
+
+        def build_rules(self):
+            return mobile_ep.RuleRegistry([ToyRule(), RefuseGroupNorm()])
+
+    path = _save(_group_norm_model(), tmp_path)
+    plugins = make_plugins(entry_points=False, plugins=[ToyPlugin(Refusing(), ToyBackend())])
+    report = pipeline.check(path, "refusing,toy", plugins=plugins, after_convert=False)
+    refusing, toy = report.backends["refusing"], report.backends["toy"]
+    assert [(u.node, u.op, u.reason) for u in refusing.inlined] == [("gn", "GroupNormalization", "groups of 4 channels only")]
+    assert not toy.inlined  # (no rule for the op: nothing to say)
+    assert any("GroupNormalization is offered whole and refused (groups of 4 channels only)" in h
+               for h in refusing.suggestions)
+    assert refusing.as_dict()["inlined"] == [{"node": "gn", "op": "GroupNormalization",
+                                              "reason": "groups of 4 channels only"}]
+    text = " ".join(check_text(report).split())  # (as wrapped for the terminal)
+    assert "GroupNormalization offered whole, refused (groups of 4 channels only); judged as its body's nodes" in text

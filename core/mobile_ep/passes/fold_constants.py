@@ -28,6 +28,7 @@ from mobile_ep.export.ort_format import lean_session_options, ort_model_source
 
 if TYPE_CHECKING:
     from mobile_ep.contract import Backend
+    from mobile_ep.passes.function_ops import Whole
 
 __all__ = ["ort_optimized", "ort_optimized_keeping", "OPTIMIZED_DATA", "OPTIMIZED_EXTERNAL_MIN_BYTES", "INSERTED_CAST_PREFIX"]
 
@@ -51,7 +52,7 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
 
 def ort_optimized_keeping(path: str | os.PathLike, out_dir: str | os.PathLike, *, level: str = "basic",
                           inspected: bool = False, proto: onnx.ModelProto | None = None,
-                          backends: Sequence[Backend] = ()) -> tuple[pathlib.Path, list[str]]:
+                          backends: Sequence[Backend] = ()) -> tuple[pathlib.Path, Whole]:
     """Write ``optimized.onnx`` into *out_dir*: the model at *path* after onnxruntime's optimizations at
     *level* (basic by default), its initializers of :data:`OPTIMIZED_EXTERNAL_MIN_BYTES` and more in
     :data:`OPTIMIZED_DATA` beside it.
@@ -62,8 +63,8 @@ def ort_optimized_keeping(path: str | os.PathLike, out_dir: str | os.PathLike, *
     memory with the IR version lowered.
 
     *backends*: the EPs of the session being modelled, in priority order; the function nodes one of them takes
-    whole are not inlined (:mod:`mobile_ep.passes.function_ops`).  Returns the written file and the first
-    output of each function node kept whole.
+    whole are not inlined (:mod:`mobile_ep.passes.function_ops`).  Returns the written file and what was kept
+    whole (:class:`mobile_ep.passes.function_ops.Whole`).
     """
     if not inspected and proto is None:
         proto = model_io.read_proto(path)
@@ -84,10 +85,10 @@ def ort_optimized_keeping(path: str | os.PathLike, out_dir: str | os.PathLike, *
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None
     _without_inserted_casts(out, lambda: proto if proto is not None else onnx.load(str(path), load_external_data=False))
-    if not backends:
-        return out, []
     from mobile_ep.passes import function_ops
 
+    if not backends:
+        return out, function_ops.Whole()
     if proto is None:
         proto = onnx.load(str(path), load_external_data=False)
     return out, function_ops.keep_claimed(pathlib.Path(path), proto, out, backends,

@@ -17,6 +17,7 @@ nodes of the main graph are considered; a function node inside an inlined body i
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import pathlib
 import shutil
@@ -30,7 +31,7 @@ from mobile_ep import model_io
 if TYPE_CHECKING:
     from mobile_ep.contract import Backend
 
-__all__ = ["keep_claimed", "function_nodes"]
+__all__ = ["keep_claimed", "function_nodes", "Whole"]
 
 #: Writes the model (serialized bytes, its external data in the given folder) optimized into ``out_dir``,
 #: as :func:`mobile_ep.passes.fold_constants.ort_optimized` does, and returns the written file.
@@ -53,37 +54,46 @@ def function_nodes(proto: onnx.ModelProto) -> list[int]:
     return found
 
 
+@dataclasses.dataclass
+class Whole:
+    """What :func:`keep_claimed` did: the function nodes kept whole (by first output), and those the backends
+    were offered whole and refused with a rule's reason (by first output: the node's name, its op, and each
+    refusing backend's reason), which are judged as their bodies."""
+
+    kept: list[str] = dataclasses.field(default_factory=list)
+    refused: dict[str, tuple[str, str, dict[str, str]]] = dataclasses.field(default_factory=dict)
+
+
 def keep_claimed(source: pathlib.Path, proto: onnx.ModelProto, optimized: pathlib.Path,
-                 backends: Sequence[Backend], optimize: Optimize) -> list[str]:
+                 backends: Sequence[Backend], optimize: Optimize) -> Whole:
     """Give back, in the basic-level model at *optimized* (rewritten in place with its data file), the function
-    nodes of *proto* (the file at *source*) that onnxruntime inlined and one of *backends* takes whole.
-    Returns the first output of each node given back."""
+    nodes of *proto* (the file at *source*) that onnxruntime inlined and one of *backends* takes whole."""
     candidates = function_nodes(proto)
     if not candidates:
-        return []
+        return Whole()
     written = onnx.load(str(optimized), load_external_data=False)
     producer = {o: n.op_type for n in written.graph.node for o in n.output}
     candidates = [i for i in candidates if _inlined(proto.graph.node[i], producer)]
     if not candidates:  # (the CPU has kernels for them, or they were folded into constants)
-        return []
+        return Whole()
     work = optimized.parent / "whole"
     try:
         typed = _typed(proto, written)
         candidates = [i for i in candidates if all(o in typed for o in proto.graph.node[i].output if o)]
         spliced = _optimized_around(source, proto, candidates, typed, work, optimize)
         if spliced is None:
-            return []
-        claimed = _claimed(spliced, [proto.graph.node[i].output[0] for i in candidates], backends)
+            return Whole()
+        claimed, refused = _claimed(spliced, [proto.graph.node[i].output[0] for i in candidates], backends)
         kept = [i for i in candidates if proto.graph.node[i].output[0] in claimed]
         if kept and kept != candidates:
             spliced = _optimized_around(source, proto, kept, typed, work, optimize)
         if not kept or spliced is None:
-            return []
+            return Whole(refused=refused)
         for name in (optimized.name, f"{optimized.name}.data"):
             (optimized.parent / name).unlink(missing_ok=True)
         for path in work.iterdir():
             os.replace(path, optimized.parent / path.name)
-        return [proto.graph.node[i].output[0] for i in kept]
+        return Whole([proto.graph.node[i].output[0] for i in kept], refused)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -221,14 +231,27 @@ def _reads(node: onnx.NodeProto) -> set[str]:
     return names
 
 
-def _claimed(path: pathlib.Path, firsts: list[str], backends: Sequence[Backend]) -> set[str]:
+def _claimed(path: pathlib.Path, firsts: list[str], backends: Sequence[Backend]
+             ) -> tuple[set[str], dict[str, tuple[str, str, dict[str, str]]]]:
     """Which of the nodes (by first output) some backend takes in the model at *path*, as ORT offers nodes to
-    several EPs in priority order."""
+    several EPs in priority order; and, for the others, each backend's reason when a rule of its gave one (a
+    backend without a rule for the op is not worth a word)."""
     from mobile_ep.partitioning.propose import propose
     from mobile_ep.passes.partition import isolate_faults
 
     model = model_io.load(path, check=False)
     found = propose(model, list(backends), on_error=isolate_faults(False))
     wanted = set(firsts)
-    return {n.outputs[0].name for n, p in found.placements.items()
-            if p.backend is not None and n.outputs and n.outputs[0].name in wanted}
+    claimed, refused = set(), {}
+    for node, placement in found.placements.items():
+        first = node.outputs[0].name if node.outputs else None
+        if first not in wanted:
+            continue
+        if placement.backend is not None:
+            claimed.add(first)
+            continue
+        reasons = {b.name: found.per_backend[b.name].rejected.get(node, "") for b in backends}
+        reasons = {b: r for b, r in reasons.items() if r and f"{b} has no rule for" not in r}
+        if reasons:
+            refused[first] = (node.name or "", node.op_type, reasons)
+    return claimed, refused

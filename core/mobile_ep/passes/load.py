@@ -25,12 +25,16 @@ if TYPE_CHECKING:
     from onnx import ModelProto
 
     from mobile_ep.contract import Backend
+    from mobile_ep.passes.function_ops import Whole
 
-__all__ = ["validate", "as_ort_sees_it", "load_for_analysis", "for_one", "KEPT_WHOLE"]
+__all__ = ["validate", "as_ort_sees_it", "load_for_analysis", "for_one", "KEPT_WHOLE", "REFUSED_WHOLE"]
 
 #: The key of a loaded model's ``meta`` that lists the function nodes kept whole for the backends (their
 #: first outputs' names).
 KEPT_WHOLE = "mobile_ep.kept_whole"
+#: ... and the one that holds those the backends refused whole with a rule's reason
+#: (:attr:`mobile_ep.passes.function_ops.Whole.refused`), judged as their bodies.
+REFUSED_WHOLE = "mobile_ep.refused_whole"
 
 
 def validate(path: str | os.PathLike) -> ModelProto:
@@ -73,9 +77,10 @@ def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Op
     return _loaded(*fold_constants.ort_optimized_keeping(source, work, proto=proto, backends=backends)), changes
 
 
-def _loaded(path: pathlib.Path, kept_whole: list[str]) -> ir.Model:
+def _loaded(path: pathlib.Path, whole: Whole) -> ir.Model:
     model = model_io.load(path, check=False)
-    model.meta[KEPT_WHOLE] = kept_whole
+    model.meta[KEPT_WHOLE] = whole.kept
+    model.meta[REFUSED_WHOLE] = whole.refused
     return model
 
 

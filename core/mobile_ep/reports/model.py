@@ -16,6 +16,7 @@ import onnx_ir as ir
 from mobile_ep.contract import Backend, op_label
 from mobile_ep.partitioning.cost import PartitionCost
 from mobile_ep.partitioning.propose import BackendProposal, Proposal
+from mobile_ep.passes.load import REFUSED_WHOLE
 from mobile_ep.reports import nodegraph
 
 if TYPE_CHECKING:
@@ -58,6 +59,9 @@ class BackendReport:
     rewrites: list[dict] = dataclasses.field(default_factory=list)
     #: What would help, in words.
     suggestions: list[str] = dataclasses.field(default_factory=list)
+    #: ONNX function nodes (GroupNormalization, HardSwish, ...) offered whole and refused by a rule of the
+    #: backend, with its reason: they are judged as the nodes of their bodies, which onnxruntime inlines.
+    inlined: list[NodeReason] = dataclasses.field(default_factory=list)
     #: The ``--shape`` arguments that would fix the model's dynamic inputs (``--shape x=1,3,H,W``), with
     #: placeholders for the sizes only the user knows; empty when no input is dynamic.
     shape_fix: str = ""
@@ -84,6 +88,8 @@ class BackendReport:
             result["rewrites"] = self.rewrites
         if self.suggestions:
             result["suggestions"] = self.suggestions
+        if self.inlined:
+            result["inlined"] = [dataclasses.asdict(u) for u in self.inlined]
         if self.unsupported:
             result["causes"] = [c.as_dict() for c in causes(self)]
         return result
@@ -205,6 +211,9 @@ def backend_report(backend: Backend, proposal: BackendProposal, nodes: Sequence[
     )
     if model is not None:
         nodegraph.attach(report, model)
+        refused = model.meta.get(REFUSED_WHOLE, {})
+        report.inlined = [NodeReason(name, op, reasons[backend.name]) for name, op, reasons in refused.values()
+                          if backend.name in reasons]
     return report
 
 
@@ -346,6 +355,8 @@ def suggestions(before: BackendReport, after: BackendReport | None,
             counts[r["rewrite"]] = counts.get(r["rewrite"], 0) + 1
         done = ", ".join(f"{name} x{n}" for name, n in sorted(counts.items()))
         hints.append(f"mobile-ep convert rewrites nodes the backend cannot take: {done}")
+    for op, reason in dict.fromkeys((u.op, u.reason) for u in before.inlined):
+        hints.append(f"{op} is offered whole and refused ({reason}): judged, and written by convert, as its body")
     if after is not None and len(after.partitions) < len(before.partitions):
         hints.append(f"mobile-ep convert: {len(before.partitions)} -> {len(after.partitions)} partitions, "
                      f"{before.supported_nodes}/{before.nodes} -> {after.supported_nodes}/{after.nodes} nodes claimed")

@@ -131,8 +131,22 @@ def backend_text(report: BackendReport, *, verbose: bool = False, width: int | N
     if verbose and report.options:
         lines.extend(out.wrap("options: " + " ".join(f"{k}={v}" for k, v in report.options.items()), "  "))
     lines.extend(cause_lines(report, out, after=after))
+    lines.extend(inlined_lines(report, out))
     if verbose:
         lines.extend(_node_rows(report, out))
+    return lines
+
+
+def inlined_lines(report: BackendReport, out: _Out, indent: str = "    ") -> list[str]:
+    """One line per reason the backend refused ONNX function nodes offered whole (judged as their bodies)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for item in report.inlined:
+        groups.setdefault((item.op, item.reason), []).append(item.node)
+    lines = []
+    for (op, reason), nodes in groups.items():
+        count = f" x{len(nodes)}" if len(nodes) > 1 else ""
+        lines.extend(out.wrap(f"{op}{count} offered whole, refused ({reason}); judged as its body's nodes", indent,
+                              indent + "  "))
     return lines
 
 
