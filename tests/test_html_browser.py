@@ -279,14 +279,19 @@ def test_partitions_and_cpu_nodes_are_drawn(tmp_path, plugins):
 
     def interact(evaluate, click):
         """Click a CPU node with the mouse, then use the toolbar: details, search, collapse, zoom, views."""
-        where = evaluate("""(function () {
-            var p = mobileEp.panels[0], i = p.g.names.indexOf('erf2'), r = p.canvas.getBoundingClientRect();
-            p.canvas.scrollIntoView();
-            r = p.canvas.getBoundingClientRect();
-            return [r.left + p.px[i] * p.s + p.tx, r.top + p.py[i] * p.s + p.ty];
-        })()""")
-        click(*where)
-        details = evaluate("document.getElementById('details').innerText")
+        for _ in range(3):  # (on a loaded machine a redraw can land between reading the position and the click)
+            where = evaluate("""(function () {
+                var p = mobileEp.panels[0], i = p.g.names.indexOf('erf2'), r = p.canvas.getBoundingClientRect();
+                p.canvas.scrollIntoView();
+                p.drawNow();
+                r = p.canvas.getBoundingClientRect();
+                return [r.left + p.px[i] * p.s + p.tx, r.top + p.py[i] * p.s + p.ty];
+            })()""")
+            click(*where)
+            details = evaluate("document.getElementById('details').innerText")
+            if "Erf" in details:
+                break
+            time.sleep(0.2)
         evaluate("""(function () {
             var box = document.getElementById('search');
             box.value = 'sigmoid';
