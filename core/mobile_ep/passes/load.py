@@ -50,7 +50,8 @@ def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Op
     optimizations; and the shape changes made (input name -> [old, new]).  *proto*: the file as
     :func:`validate` read it (else it is read again).  *backends*: the EPs of the session, in priority order:
     the ONNX function nodes one of them takes are kept whole (:mod:`mobile_ep.passes.function_ops`); the
-    model's ``meta[KEPT_WHOLE]`` lists them (by first output).
+    model's ``meta[KEPT_WHOLE]`` lists them (by first output), ``meta[REFUSED_WHOLE]`` those refused whole by
+    a rule, with its reason.
 
     Files are written into *work*, which must outlive the model (large weights stay memory-mapped there).
     """

@@ -131,13 +131,13 @@ def backend_text(report: BackendReport, *, verbose: bool = False, width: int | N
     if verbose and report.options:
         lines.extend(out.wrap("options: " + " ".join(f"{k}={v}" for k, v in report.options.items()), "  "))
     lines.extend(cause_lines(report, out, after=after))
-    lines.extend(inlined_lines(report, out))
+    lines.extend(_inlined_lines(report, out))
     if verbose:
         lines.extend(_node_rows(report, out))
     return lines
 
 
-def inlined_lines(report: BackendReport, out: _Out, indent: str = "    ") -> list[str]:
+def _inlined_lines(report: BackendReport, out: _Out, indent: str = "    ") -> list[str]:
     """One line per reason the backend refused ONNX function nodes offered whole (judged as their bodies)."""
     groups: dict[tuple[str, str], list[str]] = {}
     for item in report.inlined:
