@@ -16,7 +16,7 @@ from mobile_ep.errors import ModelError
 #: The flatbuffers file identifier of an ORT format model (bytes 4-8 of the file; onnxruntime's ort.fbs).
 _ORT_FILE_IDENTIFIER = b"ORTM"
 
-__all__ = ["write_ort", "ort_format_ops", "ort_format_fits", "ort_format_refusal", "ort_model_source", "lean_session_options",
+__all__ = ["write_ort", "ort_format_ops", "ort_format_fits", "ort_format_refusal", "ort_model_source", "model_bytes", "lean_session_options",
            "canonicalize_ort_file"]
 
 
@@ -132,10 +132,19 @@ def ort_model_source(path: str | os.PathLike, options, proto: onnx.ModelProto | 
         proto = onnx.load_model(str(p), format="protobuf", load_external_data=False)
     if proto.ir_version <= mir.MAX_IR_VERSION:
         return str(p)
-    proto = onnx.ModelProto.FromString(proto.SerializeToString())  # (the caller's reading stays as it was)
-    proto.ir_version = mir.MAX_IR_VERSION
-    options.add_session_config_entry("session.model_external_initializers_file_folder_path",
-                                     str(p.parent.resolve()))
+    return model_bytes(proto, p.parent, options)
+
+
+def model_bytes(proto: onnx.ModelProto, folder: pathlib.Path, options) -> bytes:
+    """*proto* serialized for ``onnxruntime.InferenceSession``, its IR version lowered to
+    :data:`mobile_ep.model_io.MAX_IR_VERSION` when newer (*proto* itself is left as it was), and *options* (a
+    ``SessionOptions``) told to read its external data from *folder*."""
+    if proto.ir_version > mir.MAX_IR_VERSION:
+        lowered = onnx.ModelProto()
+        lowered.CopyFrom(proto)
+        lowered.ir_version = mir.MAX_IR_VERSION
+        proto = lowered
+    options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder.resolve()))
     return proto.SerializeToString()
 
 

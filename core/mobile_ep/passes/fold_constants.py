@@ -15,6 +15,7 @@ instead of inlined (:mod:`mobile_ep.passes.function_ops`).
 
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
 from collections.abc import Callable, Sequence
@@ -24,11 +25,11 @@ import onnx
 
 from mobile_ep import model_io
 from mobile_ep.errors import ModelError
-from mobile_ep.export.ort_format import lean_session_options, ort_model_source
+from mobile_ep.export.ort_format import lean_session_options, model_bytes, ort_model_source
+from mobile_ep.passes import function_ops
 
 if TYPE_CHECKING:
     from mobile_ep.contract import Backend
-    from mobile_ep.passes.function_ops import Whole
 
 __all__ = ["ort_optimized", "ort_optimized_keeping", "OPTIMIZED_DATA", "OPTIMIZED_EXTERNAL_MIN_BYTES", "INSERTED_CAST_PREFIX"]
 
@@ -52,7 +53,7 @@ def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level:
 
 def ort_optimized_keeping(path: str | os.PathLike, out_dir: str | os.PathLike, *, level: str = "basic",
                           inspected: bool = False, proto: onnx.ModelProto | None = None,
-                          backends: Sequence[Backend] = ()) -> tuple[pathlib.Path, Whole]:
+                          backends: Sequence[Backend] = ()) -> tuple[pathlib.Path, function_ops.Whole]:
     """Write ``optimized.onnx`` into *out_dir*: the model at *path* after onnxruntime's optimizations at
     *level* (basic by default), its initializers of :data:`OPTIMIZED_EXTERNAL_MIN_BYTES` and more in
     :data:`OPTIMIZED_DATA` beside it.
@@ -84,15 +85,12 @@ def ort_optimized_keeping(path: str | os.PathLike, out_dir: str | os.PathLike, *
     except Exception as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None
-    _without_inserted_casts(out, lambda: proto if proto is not None else onnx.load(str(path), load_external_data=False))
-    from mobile_ep.passes import function_ops
-
+    read = functools.cache(lambda: proto if proto is not None else onnx.load(str(path), load_external_data=False))
+    _without_inserted_casts(out, read)
     if not backends:
         return out, function_ops.Whole()
-    if proto is None:
-        proto = onnx.load(str(path), load_external_data=False)
-    return out, function_ops.keep_claimed(pathlib.Path(path), proto, out, backends,
-                                          lambda model, folder, where: _optimized_bytes(model, folder, where, level))
+    return out, function_ops.keep_claimed(pathlib.Path(path), read(), out, backends,
+                                          lambda model, folder, where: _optimized_proto(model, folder, where, level))
 
 
 def _session_options(out_dir: pathlib.Path, level: str):
@@ -122,17 +120,12 @@ def _optimize(source: str | bytes, so) -> None:
     ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
 
 
-def _optimized_bytes(model: bytes, folder: pathlib.Path, out_dir: pathlib.Path, level: str) -> pathlib.Path:
-    """Optimize a serialized model whose external data is in *folder* (its IR version lowered if onnxruntime
-    reads only older ones); returns the written file, its float16 nodes unwrapped."""
-    proto = onnx.ModelProto.FromString(model)
-    if proto.ir_version > model_io.MAX_IR_VERSION:
-        proto.ir_version = model_io.MAX_IR_VERSION
-        model = proto.SerializeToString()
+def _optimized_proto(model: onnx.ModelProto, folder: pathlib.Path, out_dir: pathlib.Path, level: str) -> pathlib.Path:
+    """Optimize *model*, its external data in *folder* (its IR version lowered if onnxruntime reads only older
+    ones); returns the written file, its float16 nodes unwrapped."""
     so, out = _session_options(out_dir, level)
-    so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder.resolve()))
-    _optimize(model, so)
-    _without_inserted_casts(out, lambda: proto)
+    _optimize(model_bytes(model, folder, so), so)
+    _without_inserted_casts(out, lambda: model)
     return out
 
 

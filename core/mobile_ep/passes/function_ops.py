@@ -33,9 +33,9 @@ if TYPE_CHECKING:
 
 __all__ = ["keep_claimed", "function_nodes", "Whole"]
 
-#: Writes the model (serialized bytes, its external data in the given folder) optimized into ``out_dir``,
-#: as :func:`mobile_ep.passes.fold_constants.ort_optimized` does, and returns the written file.
-Optimize = Callable[[bytes, pathlib.Path, pathlib.Path], pathlib.Path]
+#: Writes the model (its external data in the given folder) optimized into ``out_dir``, as
+#: :func:`mobile_ep.passes.fold_constants.ort_optimized` does, and returns the written file.
+Optimize = Callable[[onnx.ModelProto, pathlib.Path, pathlib.Path], pathlib.Path]
 
 
 def function_nodes(proto: onnx.ModelProto) -> list[int]:
@@ -137,7 +137,7 @@ def _optimized_around(source: pathlib.Path, proto: onnx.ModelProto, nodes: list[
     cut = onnx.ModelProto()
     cut.CopyFrom(proto)
     graph = cut.graph
-    taken = [graph.node[i] for i in nodes]
+    taken = [proto.graph.node[i] for i in nodes]  # (the file's: the copy's are deleted below)
     outputs = [o for node in taken for o in node.output if o]
     made = set(outputs)
     kept_outputs = [v.name for v in graph.output]
@@ -151,7 +151,7 @@ def _optimized_around(source: pathlib.Path, proto: onnx.ModelProto, nodes: list[
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     try:
-        written = optimize(cut.SerializeToString(), source.parent, work)
+        written = optimize(cut, source.parent, work)
     except Exception:
         return None
     result = onnx.load(str(written), load_external_data=False)
