@@ -56,6 +56,7 @@ from mobile_ep.passes.fold_constants import INSERTED_CAST_PREFIX
 __all__ = [
     "EP_CRASHED",
     "ExecutionProvider",
+    "CpuNode",
     "RealPartition",
     "RealPlacement",
     "OracleResult",
@@ -136,6 +137,16 @@ class RealPartition:
     attributes: Mapping[str, Any]
 
 
+@dataclasses.dataclass(frozen=True)
+class CpuNode:
+    """A node the real EP left on the CPU, as the EPContext model has it."""
+
+    name: str
+    op_type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
 @dataclasses.dataclass
 class RealPlacement:
     """What the real EP took of a model: partitions, node names left on the CPU, or the session's error."""
@@ -145,10 +156,8 @@ class RealPlacement:
     error: str | None = None
     #: The EPContext model ORT wrote (``None`` when the EP took nothing or the session failed).
     context_model: pathlib.Path | None = None
-    #: Each node left on the CPU as ``(name, op type, outputs)``, in the written model's order.
-    cpu_outputs: list[tuple[str, str, tuple[str, ...]]] = dataclasses.field(default_factory=list)
-    #: The inputs of each node of :attr:`cpu_outputs`, in the same order.
-    cpu_inputs: list[tuple[str, ...]] = dataclasses.field(default_factory=list)
+    #: Each node left on the CPU, in the written model's order.
+    cpu_graph: list[CpuNode] = dataclasses.field(default_factory=list)
 
 
 def _ep_context_attributes(node: onnx.NodeProto) -> dict[str, Any]:
@@ -184,20 +193,19 @@ def real_placement(model: str | pathlib.Path, ep: ExecutionProvider, workdir: st
     written = onnx.load(str(out), load_external_data=False)
     partitions = []
     cpu = set()
-    cpu_outputs, cpu_inputs = [], []
+    cpu_graph = []
     for node in written.graph.node:
         if node.op_type == EP_CONTEXT_OP and node.domain == EP_CONTEXT_DOMAIN:
             partitions.append(RealPartition(node.name, tuple(node.input), tuple(node.output),
                                             _ep_context_attributes(node)))
         else:
             cpu.add(node.name)
-            cpu_outputs.append((node.name, node.op_type, tuple(node.output)))
-            cpu_inputs.append(tuple(node.input))
+            cpu_graph.append(CpuNode(node.name, node.op_type, tuple(node.input), tuple(node.output)))
     if not keep:
         for path in work.glob("context*"):
             path.unlink()
         out = None  # type: ignore[assignment]
-    return RealPlacement(partitions, cpu, context_model=out, cpu_outputs=cpu_outputs, cpu_inputs=cpu_inputs)
+    return RealPlacement(partitions, cpu, context_model=out, cpu_graph=cpu_graph)
 
 
 #: The error of a placement whose EP crashed the child process creating the session (``isolated``).
@@ -447,10 +455,10 @@ def _named_cpu_nodes(real: RealPlacement, graph: ir.Graph) -> RealPlacement:
 
     by_inputs = {(n.op_type, tuple(v.name if v is not None else "" for v in n.inputs)): n.name or "" for n in graph}
     cpu = set()
-    for k, (name, op_type, outputs) in enumerate(real.cpu_outputs):
-        found = next((p for p in map(producer, outputs) if p is not None), None)
-        if found is None and k < len(real.cpu_inputs):  # (a Cast core put back, under a name of its own)
-            found = by_inputs.get((op_type, real.cpu_inputs[k]))
-        cpu.add(found if found is not None else name or f"{op_type} -> {outputs[0] if outputs else ''}")
+    for node in real.cpu_graph:
+        found = next((p for p in map(producer, node.outputs) if p is not None), None)
+        if found is None:  # (a Cast core put back, under a name of its own)
+            found = by_inputs.get((node.op_type, node.inputs))
+        cpu.add(found if found is not None else node.name or f"{node.op_type} -> {next(iter(node.outputs), '')}")
     real.cpu_nodes = cpu
     return real
