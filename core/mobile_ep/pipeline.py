@@ -59,10 +59,10 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
             as_is, _ = load.as_ort_sees_it(path, work / "as_is", proto=proto, backends=backends)
         with timer("partition"):
             alone, together = analyze(as_is, backends, strict=opts.strict)
-            before = {}
+            before, own = {}, {}  # (own: the model as each backend's session alone sees it)
             for backend, found in zip(backends, alone, strict=True):  # (alone: offered inlined what another keeps)
-                mine = load.for_one(as_is, backends, backend, found[0].rejected, lambda one, b=backend: load.as_ort_sees_it(
-                    path, work / f"as_is.{b.name}", proto=proto, backends=one)[0])
+                mine = own[backend.name] = load.for_one(as_is, backends, backend, found[0].rejected, lambda one, b=backend: (
+                    load.as_ort_sees_it(path, work / f"as_is.{b.name}", proto=proto, backends=one)[0]))
                 if mine is not as_is:
                     (found,), _ = analyze(mine, [backend], strict=opts.strict)
                 before[backend.name] = reports.backend_report(backend, *found, model=mine)
@@ -72,15 +72,13 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
                 reference, fixing, const_dir = const_inputs.reference(path, opts)
 
                 def fixed_for(chosen: list[Backend], folder: str) -> tuple[ir.Model, dict[str, list[str]]]:
-                    if not opts.fixes_inputs:
-                        return load.as_ort_sees_it(path, work / folder, proto=proto, backends=chosen)
                     return load.as_ort_sees_it(reference, work / folder, fixing, None if const_dir else proto,
                                                backends=chosen)
 
                 fixed, changes = fixed_for(backends, "fixed") if opts.fixes_inputs else (as_is, {})
                 for backend in backends:  # (convert's graph: the backend alone, as above)
-                    mine = load.for_one(fixed, backends, backend, None,
-                                        lambda one, b=backend: fixed_for(one, f"fixed.{b.name}")[0])
+                    mine = own[backend.name] if fixed is as_is else load.for_one(
+                        fixed, backends, backend, None, lambda one, b=backend: fixed_for(one, f"fixed.{b.name}")[0])
                     after[backend.name] = _after_convert(mine, backend, opts, work)
                 if const_dir is not None:
                     const_dir.cleanup()
