@@ -103,25 +103,113 @@ def test_an_old_report_naming_paths_outside_the_folder_removes_nothing_there(tmp
     assert {p.name for p in out.iterdir()} == {"m.toy.onnx", "m.toy.ort", "report.json", "notes.txt"}
 
 
-@pytest.mark.parametrize("delay", [1.0, 2.0, 3.5])  # (after the interpreter has started)
-def test_sigint_says_interrupted_exits_130_and_leaves_the_old_set(tmp_path, delay):
+def wait_for(condition, proc: subprocess.Popen, what: str):
+    """Poll *condition* until it holds (the run reached a stage), failing if *proc* ends first."""
+    deadline = time.monotonic() + 300
+    while not condition():
+        assert proc.poll() is None, f"the run ended ({proc.returncode}) before {what}: {proc.stderr.read()}"
+        assert time.monotonic() < deadline, f"not seen within 300 s: {what}"
+        time.sleep(0.01)
+
+
+def staging(out: pathlib.Path) -> list[pathlib.Path]:
+    return [p for p in out.iterdir() if p.name.startswith(STAGING_PREFIX)] if out.exists() else []
+
+
+STAGES = {  # what shows that a convert has reached each stage, seen from outside
+    "writing": lambda out: bool(staging(out)),
+    "verifying": lambda out: any((folder / "big.nnapi.onnx").exists() for folder in staging(out)),
+}
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_sigint_says_interrupted_exits_130_and_leaves_the_old_set(tmp_path, stage):
     out = tmp_path / "out"
     small = matmul_model(tmp_path / "small.onnx", 8)
     done = cli("convert", small, "--ep", "nnapi", "-o", out)
     assert done.wait(300) == 0, done.stderr.read()
     old = a_complete_set(out)
-    big = matmul_model(tmp_path / "big.onnx", 2500, seed=1)  # 25 MB: several seconds of work
+    big = matmul_model(tmp_path / "big.onnx", 2500, seed=1)  # 25 MB: seconds of work after the stage is seen
     proc = cli("convert", big, "--ep", "nnapi", "-o", out)
-    time.sleep(delay)
+    wait_for(lambda: STAGES[stage](out), proc, stage)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=300)
-    if proc.returncode == 0 and delay > 1.0:  # (finished first; not within a second)
-        assert set(a_complete_set(out)) == {"big.nnapi.onnx", "big.nnapi.ort"}
-        return
     assert proc.returncode == 130, stderr
     assert stderr.strip().splitlines()[-1] == "mobile-ep: interrupted"
     assert a_complete_set(out) == old
-    assert not list(out.rglob("*.tmp")) and not any(p.name.startswith(STAGING_PREFIX) for p in out.iterdir())
+    assert not list(out.rglob("*.tmp")) and not staging(out)
+
+
+# A module that stops the program while it is imported: the run waits there (signal.pause) until a signal
+# comes, after saying so in a file; the test's stand-in for an import that takes a while.
+STOP_IN_IMPORT = """
+import os, signal, sys
+
+class _Stop:
+    def find_spec(self, name, path=None, target=None):
+        if name == os.environ.get("MEP_STOP_IN_IMPORT"):
+            sys.meta_path.remove(self)
+            with open(os.environ["MEP_STOPPED"], "w") as f:
+                f.write(name)
+            signal.pause()
+        return None
+
+sys.meta_path.insert(0, _Stop())
+
+if os.environ.get("MEP_STOP_AT_EXIT"):  # the process is shutting down: wait there until the test says go on
+    import atexit
+    import time
+
+    def _wait():
+        with open(os.environ["MEP_STOPPED"], "w") as f:
+            f.write("exit")
+        while not os.path.exists(os.environ["MEP_STOPPED"] + ".go"):  # (a SIGINT handler would raise in here)
+            time.sleep(0.01)
+
+    atexit.register(_wait)
+"""
+
+
+@pytest.mark.parametrize("module", ["click", "onnx"])  # the CLI's own imports; the command's
+def stopping_cli(tmp_path: pathlib.Path, *args, **stop: str) -> tuple[subprocess.Popen, pathlib.Path]:
+    """The CLI with the STOP_IN_IMPORT module loaded at start-up (*stop*: its environment), and the file it
+    writes once stopped."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir(exist_ok=True)
+    (hooks / "sitecustomize.py").write_text(STOP_IN_IMPORT)
+    stopped = tmp_path / "stopped"
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "MEP_STOPPED": str(stopped), **stop,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(hooks), os.environ.get("PYTHONPATH")]))}
+    return subprocess.Popen([sys.executable, "-m", "mobile_ep.cli", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env), stopped
+
+
+@pytest.mark.parametrize("module", ["click", "onnx"])  # the CLI's own imports; the command's
+def test_sigint_while_modules_load_says_interrupted_and_exits_130(tmp_path, module):
+    out = tmp_path / "out"
+    proc, stopped = stopping_cli(tmp_path, "convert", matmul_model(tmp_path / "m.onnx", 8), "--ep", "nnapi",
+                                 "-o", out, MEP_STOP_IN_IMPORT=module)
+    wait_for(stopped.exists, proc, f"importing {module}")
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip().splitlines() == ["mobile-ep: interrupted"]
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_sigint_once_the_command_has_ended_changes_nothing(tmp_path):
+    """The command has written its set and printed its report; a Ctrl-C while the process shuts down neither
+    kills it (the interpreter puts back the default action then) nor turns its exit code into 130."""
+    out = tmp_path / "out"
+    proc, stopped = stopping_cli(tmp_path, "convert", matmul_model(tmp_path / "m.onnx", 8), "--ep", "nnapi",
+                                 "-o", out, MEP_STOP_AT_EXIT="1")
+    wait_for(stopped.exists, proc, "the process shutting down")
+    proc.send_signal(signal.SIGINT)
+    pathlib.Path(f"{stopped}.go").touch()
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    assert "interrupted" not in stderr and "Traceback" not in stderr and "Exception" not in stderr, stderr
+    assert set(a_complete_set(out)) == {"m.nnapi.onnx", "m.nnapi.ort"} and "nnapi" in stdout
 
 
 def test_sigkill_leaves_the_old_or_the_new_complete_set(tmp_path):

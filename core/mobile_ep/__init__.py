@@ -17,6 +17,7 @@ from typing import Any as _Any
 
 from mobile_ep import _startup
 
+_startup.handle_interrupts_while_starting()  # (first: the imports below may take a second)
 _startup.defer_heavy_imports()  # before onnx_ir is imported, which imports sympy only to have it at hand
 
 __version__ = "0.1.0"

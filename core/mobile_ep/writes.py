@@ -6,7 +6,10 @@ the old ``report.json`` is removed first, then each output replaces its old vers
 the new one lacks are removed, and the new ``report.json`` comes last, listing every file of the set with its
 size and sha256.  So a ``report.json`` always describes the files beside it, whatever stopped a run (an
 error, Ctrl-C, SIGKILL, a full disk): a run stopped before the move leaves the old set as it was; the staging
-folder is removed on the way out, or, after SIGKILL, by the next run into that folder.
+folder is removed on the way out, or, after SIGKILL, by the next run into that folder.  Ctrl-C never stops
+the move half-way: one that came before the move started stops the run there, with the old set in place, and
+one that comes during it (on the main thread, where Python handles signals) is raised once the new set is
+complete.
 
 Errors of the file system (``-o`` naming a file, a read-only file system, a full disk) are one-line
 :class:`OutputError`\\ s naming the path and the cause (exit code 7).
@@ -23,6 +26,8 @@ import json
 import os
 import pathlib
 import shutil
+import signal
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -103,7 +108,11 @@ class Stage:
                            or p.parent != self.folder]
         staged_report = self.folder / report_name
         staged_report.write_text(json.dumps(report, indent=2) + "\n")
-        target_report = self.out_dir / report_name
+        with _interrupts_held():
+            return self._move_in(staged_report, self.out_dir / report_name)
+
+    def _move_in(self, staged_report: pathlib.Path, target_report: pathlib.Path) -> pathlib.Path:
+        report_name = target_report.name
         stale = _previous_set(target_report, self.out_dir)
         with contextlib.suppress(FileNotFoundError):
             target_report.unlink()  # from here on, no report describes a set that is not complete
@@ -134,6 +143,31 @@ class Stage:
             shutil.rmtree(self.folder, ignore_errors=True)
             if not self.folder.exists():
                 return
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C held back for the body (on the main thread, where Python runs signal handlers): one that came
+    before the body starts stops the run there; one that comes during it is raised when the body is done."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield  # (SIGINT ignored, or left to the system, by whoever runs us)
+        return
+    seen: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    try:
+        _noop()  # (a call: a signal that came just before is handled here, by the handler above)
+        if not seen:
+            yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if seen:
+            previous(signal.SIGINT, None)
+            raise KeyboardInterrupt
+
+
+def _noop() -> None:
+    pass
 
 
 @contextlib.contextmanager

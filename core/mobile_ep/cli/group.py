@@ -40,6 +40,12 @@ class Group(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         _commands_handle_interrupts()
         try:
+            return self._invoke(ctx)
+        finally:
+            _done_with_interrupts()
+
+    def _invoke(self, ctx: click.Context) -> object:
+        try:
             return super().invoke(ctx)
         except MobileEpError as exc:
             if _debug(ctx):
@@ -82,10 +88,10 @@ def _exit_interrupted(ctx: click.Context) -> None:
     """``mobile-ep: interrupted``, exit code 130 (outputs were cleaned up on the way here).  As the program,
     the process ends at once: a second interrupt while the interpreter shuts down must not turn it into a
     death by SIGINT."""
-    from mobile_ep import cli
+    from mobile_ep import _startup
 
     click.echo("mobile-ep: interrupted", err=True)
-    if cli._PROGRAM:
+    if _startup.PROGRAM:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130)
@@ -93,13 +99,26 @@ def _exit_interrupted(ctx: click.Context) -> None:
 
 
 def _commands_handle_interrupts() -> None:
-    """Ctrl-C as KeyboardInterrupt again, once a command runs (see :mod:`mobile_ep.cli`)."""
+    """Ctrl-C as KeyboardInterrupt again, once a command runs (see :mod:`mobile_ep._startup`)."""
     import signal
 
-    from mobile_ep.cli import _interrupted_while_starting
+    from mobile_ep import _startup
 
-    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+    if signal.getsignal(signal.SIGINT) is _startup.interrupted_while_starting:
         signal.signal(signal.SIGINT, _interrupt)
+
+
+def _done_with_interrupts() -> None:
+    """As the program, once the command has ended (its outputs written or cleaned up, its report printed), a
+    Ctrl-C changes nothing: it is ignored from here to the exit, so the exit code stays the command's.  (The
+    interpreter puts back the default action of a signal it handles while it shuts down: a Ctrl-C then would
+    kill the process without a word.  One it ignores stays ignored.)"""
+    import signal
+
+    from mobile_ep import _startup
+
+    if _startup.PROGRAM:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _debug(ctx: click.Context) -> bool:
