@@ -93,12 +93,10 @@ def test_strict_makes_a_contract_violation_exit_5(model, mode):
 
 
 def test_a_rule_that_never_returns_is_stopped_by_the_time_budget(model, caplog, monkeypatch):
-    start = time.perf_counter()
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING):  # (the rule sleeps an hour: the run ends only if it is stopped)
         result = CliRunner().invoke(main, ["--rule-budget", "0.5", "check", str(model), "--ep", "broken"],
                                     obj=broken_plugins("sleep"), catch_exceptions=False)
     monkeypatch.delenv(RULE_BUDGET_ENV, raising=False)  # (the option sets it for the process)
-    assert time.perf_counter() - start < 30
     assert result.exit_code == 0, result.output
     warnings = [r.getMessage() for r in caplog.records if "the backend is dropped" in r.getMessage()]
     assert len(warnings) == 1 and "ran past the backend's time budget (0.5 s per model" in warnings[0]

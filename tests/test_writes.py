@@ -8,6 +8,7 @@ sha256, and those are the files beside it.  File-system errors are one line nami
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -112,13 +113,15 @@ def wait_for(condition, proc: subprocess.Popen, what: str):
         time.sleep(0.01)
 
 
-def staging(out: pathlib.Path) -> list[pathlib.Path]:
-    return [p for p in out.iterdir() if p.name.startswith(STAGING_PREFIX)] if out.exists() else []
+def staging(out: pathlib.Path, pid: int | None = None) -> list[pathlib.Path]:
+    """The staging folders in *out* (of process *pid* only, if given)."""
+    prefix = STAGING_PREFIX if pid is None else f"{STAGING_PREFIX}{pid}-"
+    return [p for p in out.iterdir() if p.name.startswith(prefix)] if out.exists() else []
 
 
-STAGES = {  # what shows that a convert has reached each stage, seen from outside
-    "writing": lambda out: bool(staging(out)),
-    "verifying": lambda out: any((folder / "big.nnapi.onnx").exists() for folder in staging(out)),
+STAGES = {  # what shows that the convert of process *pid* writing *name* has reached each stage, seen from outside
+    "writing": lambda out, pid, name: bool(staging(out, pid)),
+    "verifying": lambda out, pid, name: any((folder / name).exists() for folder in staging(out, pid)),
 }
 
 
@@ -131,7 +134,7 @@ def test_sigint_says_interrupted_exits_130_and_leaves_the_old_set(tmp_path, stag
     old = a_complete_set(out)
     big = matmul_model(tmp_path / "big.onnx", 2500, seed=1)  # 25 MB: seconds of work after the stage is seen
     proc = cli("convert", big, "--ep", "nnapi", "-o", out)
-    wait_for(lambda: STAGES[stage](out), proc, stage)
+    wait_for(lambda: STAGES[stage](out, proc.pid, "big.nnapi.onnx"), proc, stage)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 130, stderr
@@ -220,25 +223,19 @@ def test_sigkill_leaves_the_old_or_the_new_complete_set(tmp_path):
     big_dir = tmp_path / "big"
     big_dir.mkdir()
     big = matmul_model(big_dir / "m.onnx", 2000, seed=2)  # the same output names, other contents
-    seen = set()
-    for delay in (0.3, 1.0, 2.0, 3.0, 4.0, 6.0, 600.0):
+    for stage in ("writing", "verifying"):  # killed at each stage: the old set stays
         proc = cli("convert", big, "--ep", "nnapi", "-o", out)
-        try:
-            proc.wait(delay)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        found = a_complete_set(out)
-        assert found is not None  # (no report only inside the few renames of a commit)
-        seen.add("old" if found == old else "new")
-        if proc.returncode == 0:
-            break
-    assert seen == {"old", "new"}
+        reached = functools.partial(STAGES[stage], out, proc.pid, "m.nnapi.onnx")
+        wait_for(reached, proc, stage)
+        proc.kill()
+        proc.wait()
+        assert a_complete_set(out) == old
+    assert staging(out)  # (what the killed runs left)
+    # the next run clears what killed runs left, and its set replaces the old one whole
+    assert cli("convert", big, "--ep", "nnapi", "-o", out).wait(300) == 0
     new = a_complete_set(out)
     assert new != old and set(new) == set(old)
-    # the next run clears what killed runs left
-    assert cli("convert", big, "--ep", "nnapi", "-o", out).wait(300) == 0
-    assert not any(p.name.startswith(STAGING_PREFIX) for p in out.iterdir())
+    assert not staging(out)
 
 
 # -- the file system refuses ----------------------------------------------------------------------

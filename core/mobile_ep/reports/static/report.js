@@ -311,6 +311,18 @@
     return -1;
   };
 
+  /* The item drawn at a point of the page (client coordinates, as mouse events give them), or -1. */
+  Panel.prototype.itemAt = function (clientX, clientY) {
+    var r = this.canvas.getBoundingClientRect();
+    return this.hit((clientX - r.left - this.tx) / this.s, (clientY - r.top - this.ty) / this.s);
+  };
+
+  /* Where item *it* is drawn, in client coordinates (its centre, as the last draw placed it). */
+  Panel.prototype.pointOf = function (it) {
+    var r = this.canvas.getBoundingClientRect();
+    return { x: r.left + this.px[it] * this.s + this.tx, y: r.top + this.py[it] * this.s + this.ty };
+  };
+
   /* The first view: the whole graph when it is legible so, else its top (the inputs) as wide as the panel
    * allows, from where the graph is read downwards. */
   Panel.prototype.fitStart = function () {
@@ -606,7 +618,7 @@
     canvas.addEventListener("pointerdown", function (e) {
       var p = local(e);
       drag = { x: p.x, y: p.y, tx: self.tx, ty: self.ty, moved: false };
-      canvas.setPointerCapture(e.pointerId);
+      try { canvas.setPointerCapture(e.pointerId); } catch (err) { /* a pointer the browser does not track */ }
     });
     canvas.addEventListener("pointermove", function (e) {
       var p = local(e);
@@ -615,7 +627,7 @@
         if (drag.moved) { self.tx = drag.tx + p.x - drag.x; self.ty = drag.ty + p.y - drag.y; self.requestDraw(); }
         return;
       }
-      var it = self.hit((p.x - self.tx) / self.s, (p.y - self.ty) / self.s);
+      var it = self.itemAt(e.clientX, e.clientY);
       if (it < 0) { self.tooltip.style.display = "none"; return; }
       self.tooltip.textContent = self.tooltipText(it);
       self.tooltip.style.display = "block";
@@ -626,7 +638,7 @@
     canvas.addEventListener("pointerup", function (e) {
       canvas.classList.remove("dragging");
       if (drag && !drag.moved) {
-        var p = local(e), it = self.hit((p.x - self.tx) / self.s, (p.y - self.ty) / self.s);
+        var it = self.itemAt(e.clientX, e.clientY);
         if (it >= 0 && it < self.nNodes) selectNode(self.gid, it, self);
       }
       drag = null;
@@ -813,6 +825,18 @@
     /* Every visible panel zoomed out to its whole graph (as the fit button does), drawn now. */
     fitAll: function () {
       panels.forEach(function (p) { if (!p.root.classList.contains("hidden")) { p.fit(); p.drawNow(); } });
+    },
+    /* Where panel *k* draws node *name* now, in client coordinates ({x, y}), or null when it is not drawn
+     * on its own (unknown, or inside a collapsed chain). */
+    pointOf: function (k, name) {
+      var p = panels[k], it = p.g.names.indexOf(name);
+      p.drawNow();
+      return it < 0 || it >= p.nNodes || p.itemAt(p.pointOf(it).x, p.pointOf(it).y) !== it ? null : p.pointOf(it);
+    },
+    /* The name of the node a click at (x, y) selects in panel *k* (the hit-testing a click uses), or null. */
+    nodeAt: function (k, x, y) {
+      var p = panels[k], it = p.itemAt(x, y);
+      return it >= 0 && it < p.nNodes ? p.g.names[it] : null;
     },
     stats: function () {
       return panels.filter(function (p) { return !p.root.classList.contains("hidden"); }).map(function (p) {
