@@ -181,10 +181,10 @@ def _after_convert(model: ir.Model, backend: Backend, options: Options, work: pa
         report.rewrites = rewrites
         return report
     work = fuse_cpu.weights_folder(model, work)
-    target = work / f"after.{backend.name}.onnx"
+    target = work / f"after.{export.file_label(backend.name)}.onnx"
     _, written = fuse_cpu.fuse_and_write(legalized, partition, options, target, work, by_reference=True)
     written_partition, written_model = written or fuse_cpu.partition_written(
-        target, backend, work / f"after.{backend.name}.written", options)
+        target, backend, work / f"after.{export.file_label(backend.name)}.written", options)
     report = reports.backend_report(backend, written_partition.proposal, written_partition.nodes,
                                     written_partition.costs, model=written_model)
     report.rewrites = rewrites
@@ -211,9 +211,10 @@ def _legalize_and_partition(model: ir.Model, backend: Backend, options: Options
 
 
 def resolve_backends(options: Options, plugins: Plugins | None = None) -> list[Backend]:
-    """The backends *options* name (every installed one if none), configured with their options."""
+    """The backends *options* name (if none, every installed one a command uses unnamed: ``selected_by_default``),
+    configured with their options."""
     plugins = plugins or make_plugins()
-    names = list(options.backends) or list(plugins.backends())
+    names = list(options.backends) or [name for name, b in plugins.backends().items() if b.selected_by_default]
     if not names:
         raise BackendError("no backends are installed (install mobile-ep-nnapi or mobile-ep-coreml)")
     unknown = set(options.backend_options) - set(names)

@@ -27,6 +27,7 @@ from mobile_ep import model_io, runtime
 from mobile_ep.contract.plugins import Plugins, make_plugins
 from mobile_ep.errors import ModelError, UsageError
 from mobile_ep.options import Options
+from mobile_ep.passes.export import file_label
 
 __all__ = ["quantize", "read_calibration", "QuantizeReport", "OutputAccuracy", "WeightsOnly"]
 
@@ -238,7 +239,7 @@ def quantize(model: str | os.PathLike, ep: str, output: str | os.PathLike | None
     load.validate(source)
     plugins = plugins or make_plugins()
     (backend,) = resolve_backends(opts, plugins)
-    target = pathlib.Path(output) if output is not None else source.with_name(f"{source.stem}.{backend.name}.qdq.onnx")
+    target = pathlib.Path(output) if output is not None else source.with_name(f"{source.stem}.{file_label(backend.name)}.qdq.onnx")
     if target.exists() and target.resolve() == source.resolve():
         raise UsageError(f"output {target} would overwrite the input model; choose another -o")
     if calibration is not None:

@@ -337,10 +337,15 @@ def _finish_batch(state: _State, results: Sequence[batch.ModelResult], kind: str
 @click.option("-O", "--option", "option_values", multiple=True, metavar="B.KEY=VALUE", help=_OPTION_HELP)
 @_pipeline_options
 @_report_options
+@click.option("--against-ep", is_flag=True,
+              help="Also ask the real EP each backend's rules predict (qnn: onnxruntime-qnn's QNN EP, through the "
+                   "ort:QNNExecutionProvider backend of mobile-ep-ort) and list every node the two place "
+                   "differently.")
 @click.pass_obj
 def check(state: _State, models: tuple[pathlib.Path, ...], eps: str | None, option_values: tuple[str, ...],
           shapes: tuple[str, ...], dims: tuple[str, ...], max_partitions: int | None, min_nodes: int | None,
-          legalize: bool, cost_model: bool, as_json: bool, html_path: pathlib.Path | None, jobs: int) -> None:
+          legalize: bool, cost_model: bool, as_json: bool, html_path: pathlib.Path | None, jobs: int,
+          against_ep: bool) -> None:
     """Predict how ORT Mobile's execution providers will partition MODEL.
 
     The model is analysed as an ONNX Runtime session sees it after the basic-level optimizations every
@@ -361,6 +366,8 @@ def check(state: _State, models: tuple[pathlib.Path, ...], eps: str | None, opti
       mobile-ep check densenet.onnx --ep nnapi,coreml --html report.html
       mobile-ep check models/ --ep nnapi --jobs 4 --html reports/
       mobile-ep -v check 'zoo/**/*.onnx' --ep coreml      (every report, then the table)
+      mobile-ep check model.onnx --ep qnn --against-ep     (the rules against the real QNN EP, node by node)
+      mobile-ep check model.onnx --ep ort:QNNExecutionProvider   (an installed plugin EP's own placement)
     """
     from mobile_ep import pipeline as api
     from mobile_ep.cli import batch
@@ -369,6 +376,8 @@ def check(state: _State, models: tuple[pathlib.Path, ...], eps: str | None, opti
 
     options = _options(state, eps, option_values, shapes, dims, max_partitions, min_nodes, legalize, cost_model)
     if batch.is_batch(models):
+        if against_ep:
+            raise UsageError("--against-ep takes one model")
         _check_many(state, models, options, as_json, html_path, jobs)
         return
     with tempfile.TemporaryDirectory(prefix="mobile-ep-sample-") as tmp:
@@ -376,7 +385,43 @@ def check(state: _State, models: tuple[pathlib.Path, ...], eps: str | None, opti
         with _progress(state, ["load", "partition", "after_convert"]), \
                 nodegraph.recording(html_path is not None or state.node_data is not None):
             result = api.check(path, options=options, plugins=state.plugins)
+        comparisons = _against_ep(state, path, options) if against_ep else None
+    if comparisons is not None and as_json:
+        import json
+
+        from mobile_ep.reports import text as report_text
+
+        data = json.loads(report_text.to_json(result))
+        data["against_ep"] = [c.as_dict() for c in comparisons]
+        if html_path is not None:
+            _write_html(state, result, html_path)
+        click.echo(json.dumps(data, indent=2))
+        return
     _show(state, result, html_path, as_json, functools.partial(report.check_text, combined=len(options.backends) > 1))
+    if comparisons is not None and not state.quiet:
+        from mobile_ep.reports import against
+
+        click.echo(escape("\n" + against.comparison_text(comparisons)), nl=False)
+
+
+def _against_ep(state: _State, path: pathlib.Path, options: Options) -> list:
+    """``--against-ep``: each selected backend that predicts a plugin EP, against that EP's own placement."""
+    import dataclasses
+
+    from mobile_ep import pipeline as api
+    from mobile_ep.reports import against
+
+    plugins = state.plugins
+    names = options.backends or tuple(n for n, b in plugins.backends().items() if b.selected_by_default)
+    selected = [plugins.backend(name).configure(options.backend_options.get(name, {})) for name in names]
+    pairs = against.real_backends(selected, list(plugins.backends()))
+    real_names = [ort for ort, _ in pairs.values()]
+    asked = dataclasses.replace(options, backends=tuple(dict.fromkeys([*pairs, *real_names])),
+                                backend_options={**options.backend_options,
+                                                 **{ort: {**provider, **options.backend_options.get(ort, {})}
+                                                    for ort, provider in pairs.values()}})
+    both = api.check(path, options=asked, plugins=plugins, after_convert=False)
+    return [against.compare(name, both.backends[name], both.backends[ort]) for name, (ort, _) in pairs.items()]
 
 
 def _check_many(state: _State, arguments: Sequence[pathlib.Path], options: Options, as_json: bool,

@@ -89,6 +89,13 @@ class Backend:
     #: The plugin API this backend is written for (``mobile_ep.PLUGIN_API_VERSION``): ``N``, or an
     #: inclusive range ``(LOW, HIGH)``; ``None`` declares nothing.  Checked when the backend registers.
     plugin_api: ClassVar[int | tuple[int, int] | None] = None
+    #: Seconds this backend's rules need on one model at most, when more than the rule budget a user sets
+    #: (``--rule-budget``): a backend that asks a real EP about the whole model (:mod:`mobile_ep.ep_libraries`
+    #: answers within its own time limit).  ``None``: the user's budget.
+    needs_seconds: ClassVar[float | None] = None
+    #: Whether a command without ``--ep`` uses this backend (every installed backend is used by default); False
+    #: for a backend used only when named (mobile-ep-ort's ``ort:<EP>``, which asks a real EP).
+    selected_by_default: ClassVar[bool] = True
 
     def __init__(self, options: Any = None) -> None:
         if not self.name:
@@ -137,6 +144,13 @@ class Backend:
     def accept_partition(self, partition: PartitionView, ctx: RuleContext) -> Support:
         """Veto a proposed partition (a falsy answer's reason is shown for each of its nodes)."""
         return SUPPORTED
+
+    def real_ep(self) -> tuple[str, Mapping[str, str]] | None:
+        """The ONNX Runtime execution provider this backend's rules predict, when it ships as a plugin EP
+        library: its EP name and the provider options matching this backend's options.  ``check --against-ep``
+        asks that EP itself (through the ``ort:<EP name>`` backend of mobile-ep-ort) and lists where the rules
+        and the EP disagree.  ``None`` (the default): no such EP."""
+        return None
 
     def describe_options(self) -> list[tuple[str, str, str]]:
         """(name, default, help) for each option."""

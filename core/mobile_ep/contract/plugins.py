@@ -398,7 +398,10 @@ def _rule_name(backend: Backend, unit: NodeUnit, ctx: RuleContext) -> str:
 def guarded(backend: Backend, *, plugin: str = "", budget: float | None = None, strict: bool = False) -> Backend:
     """A copy of *backend* whose rules and partition hooks keep the plugin contract: see the module's
     docstring.  *plugin*: its plugin's name, for the messages; *budget*: seconds (default :func:`rule_budget`)."""
-    contract = _Contract(backend, plugin or backend.name, rule_budget() if budget is None else budget, strict)
+    budget = rule_budget() if budget is None else budget
+    if backend.needs_seconds is not None:
+        budget = max(budget, backend.needs_seconds)
+    contract = _Contract(backend, plugin or backend.name, budget, strict)
     original = copy.copy(backend)  # (the calls go to the unguarded methods)
     guard = copy.copy(backend)
 

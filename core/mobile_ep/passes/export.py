@@ -11,23 +11,31 @@ from __future__ import annotations
 
 import logging
 import pathlib
+import re
 import threading
 from collections.abc import Callable
 
 from mobile_ep.errors import UsageError
 from mobile_ep.export import ort_format
 
-__all__ = ["output_paths", "OrtExport", "refuse_overwriting"]
+__all__ = ["output_paths", "file_label", "OrtExport", "refuse_overwriting"]
 
 log = logging.getLogger(__name__)
+
+
+def file_label(backend: str) -> str:
+    """A backend's name as written in file names: characters other than letters, digits, ``_``, ``-`` and ``.``
+    become ``-`` (``ort:QNNExecutionProvider`` -> ``ort-QNNExecutionProvider``)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", backend)
 
 
 def output_paths(model_path: pathlib.Path, backend: str, out_dir: pathlib.Path) -> dict[str, pathlib.Path]:
     """``model.nnapi.onnx``, ``model.nnapi.ort`` and ``report.json`` in *out_dir*."""
     stem = model_path.name[:-5] if model_path.name.endswith(".onnx") else model_path.stem
+    label = file_label(backend)
     return {
-        "onnx": out_dir / f"{stem}.{backend}.onnx",
-        "ort": out_dir / f"{stem}.{backend}.ort",
+        "onnx": out_dir / f"{stem}.{label}.onnx",
+        "ort": out_dir / f"{stem}.{label}.ort",
         "report": out_dir / "report.json",
     }
 

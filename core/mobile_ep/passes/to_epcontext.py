@@ -60,7 +60,7 @@ from mobile_ep.contract import Backend, RuleContext, op_label
 from mobile_ep.contract.compile import CompiledPartition, CompileError, is_compiling, partition_view
 from mobile_ep.errors import BackendError, UsageError
 from mobile_ep.partitioning.units import build_node_units
-from mobile_ep.passes import fold_constants
+from mobile_ep.passes import export, fold_constants
 from mobile_ep.runtime import plan_compiled, read_context_file
 
 __all__ = [
@@ -303,7 +303,7 @@ def compiled_path(model_path: str | os.PathLike, backend: str, out_dir: str | os
     """``<out_dir>/<stem>.<backend>.compiled.onnx``."""
     name = pathlib.Path(model_path).name
     stem = name[:-5] if name.endswith(".onnx") else pathlib.Path(name).stem
-    return pathlib.Path(out_dir) / f"{stem}.{backend}.compiled.onnx"
+    return pathlib.Path(out_dir) / f"{stem}.{export.file_label(backend)}.compiled.onnx"
 
 
 def compile_model(source: str | os.PathLike, backend: Backend, target: str | os.PathLike,
@@ -338,14 +338,16 @@ def compile_into(paths: dict[str, pathlib.Path], backend: Backend, out_dir: path
     vendor = getattr(backend, "compile_with_ep", None)
     if callable(vendor):  # the EP itself writes the artifact (its own EPContext model and context files) and
         # checks it: ``compile_with_ep(onnx_path, target, workdir, options) -> CompileResult``
-        stem = paths["onnx"].name[: -len(f".{backend.name}.onnx")]
-        return vendor(paths["onnx"], out_dir / f"{stem}.{backend.name}.compiled.onnx", workdir, options)
+        label = export.file_label(backend.name)
+        stem = paths["onnx"].name[: -len(f".{label}.onnx")]
+        return vendor(paths["onnx"], out_dir / f"{stem}.{label}.compiled.onnx", workdir, options)
     if not is_compiling(backend):
         raise UsageError(f"backend {backend.name!r} does not compile partitions: --compile needs a backend with "
                          "compile/emulate/runtime_adapter")
     onnx_path = paths["onnx"]
-    stem = onnx_path.name[: -len(f".{backend.name}.onnx")]
-    target = out_dir / f"{stem}.{backend.name}.compiled.onnx"
+    label = export.file_label(backend.name)
+    stem = onnx_path.name[: -len(f".{label}.onnx")]
+    target = out_dir / f"{stem}.{label}.compiled.onnx"
     result = compile_model(onnx_path, backend, target, workdir, strict=options.strict, use_cost=options.cost_model,
                            max_partitions=options.max_partitions, min_nodes=options.min_nodes)
     result.bundle = str(write_bundle(target))

@@ -505,8 +505,8 @@ def _explain(path: pathlib.Path, node: str, pipeline: Options, plugins: Plugins,
     strict = pipeline.strict
     selected = pipeline_module.resolve_backends(pipeline, plugins)
     others = []
-    for name in plugins.backends():
-        if name not in {b.name for b in selected}:
+    for name, backend in plugins.backends().items():
+        if backend.selected_by_default and name not in {b.name for b in selected}:
             others.append(plugins.backend(name).configure(pipeline.backend_options.get(name, {})))
     fixes = Options(shapes=pipeline.shapes, dims=pipeline.dims) if pipeline.fixes_shapes else None
     model = load_for_analysis(path, work, fixes, selected)  # with --shape/--dim: the fixed model is explained

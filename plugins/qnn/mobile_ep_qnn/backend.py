@@ -119,6 +119,10 @@ class QnnBackend(Backend):
         return SUPPORTED
 
     # -- the real EP ------------------------------------------------------------------------------------
+    def real_ep(self):
+        """onnxruntime-qnn's QNN EP with the provider options of this backend's options (``check --against-ep``)."""
+        return ep.EP_NAME, ep.provider_options(self.options)
+
     def execution_provider(self):
         """The real QNN EP with this backend's options (for the oracle and for compiling)."""
         return ep.execution_provider(self.options)

@@ -1,0 +1,379 @@
+"""ONNX Runtime plugin EP libraries: where they are, whether they load here, and which nodes they take.
+
+Execution providers now ship as plugin libraries for a stock onnxruntime (``onnxruntime-qnn``,
+``onnxruntime-ep-openvino``, ``onnxruntime-ep-webgpu``, ``onnxruntime-ggml``, ...): a package's function gives
+the library's path, ``onnxruntime.register_execution_provider_library`` loads it, and the devices it serves
+are listed by ``onnxruntime.get_ep_devices()``.  A session made with ``session.record_ep_graph_assignment_info=1``
+says which nodes each EP took (``InferenceSession.get_provider_graph_assignment_info()``: one entry per
+subgraph, i.e. per partition), without running the model.
+
+A library is native code that may fail to load, hang or crash the process that loads it, so everything here
+that touches one runs in a child process (``python -m mobile_ep.ep_libraries``) with a time limit: a crash
+or a hang is an answer (:class:`EpFailure`), never the end of the run.
+
+- :class:`EpLibrary`: one library as a package provides it (:data:`KNOWN_PACKAGES`) or as a path;
+- :func:`probe`: whether it loads beside this onnxruntime, its EP names and devices, or a one-line reason;
+- :func:`assignment`: the nodes the EP takes of a model, by partition, as onnxruntime reports them;
+- :func:`compile_model`: ``onnxruntime.ModelCompiler`` writes the EPContext model of a model with the EP.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.metadata
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+__all__ = ["KNOWN_PACKAGES", "DEFAULT_PROVIDER_OPTIONS", "EpLibrary", "EpProbe", "EpFailure", "Assignment", "installed_libraries", "probe",
+           "assignment", "compile_model", "run_outputs", "node_names", "ep_names", "diagnostics"]
+
+#: Packages known to provide a plugin EP library: distribution name -> (module, library-path function,
+#: the EP names the library registers).
+KNOWN_PACKAGES: Mapping[str, tuple[str, str, tuple[str, ...]]] = {
+    "onnxruntime-qnn": ("onnxruntime_qnn", "get_library_path", ("QNNExecutionProvider",)),
+    "onnxruntime-ep-openvino": ("onnxruntime_ep_openvino", "get_library_path", ("OpenVINOExecutionProvider",)),
+    "onnxruntime-ep-webgpu": ("onnxruntime_ep_webgpu", "get_library_path", ("WebGpuExecutionProvider",)),
+    "onnxruntime-ggml": ("onnxruntime_ggml", "library_path", ("ggml",)),
+}
+#: Provider options an EP needs to make a session at all, given unless the user sets them: the QNN EP has no
+#: default backend (htp: the NPU, a simulator on x86-64 Linux) and finalizes many graphs on the simulator only
+#: for a given SoC (60, as mobile-ep's qnn backend).
+DEFAULT_PROVIDER_OPTIONS: Mapping[str, Mapping[str, str]] = {
+    "QNNExecutionProvider": {"backend_type": "htp", "soc_model": "60"},
+}
+
+#: Seconds a child may take to load a library and list its devices, and to answer about one model.
+PROBE_SECONDS = 120.0
+SESSION_SECONDS = 1800.0
+
+
+class EpFailure(Exception):
+    """The EP library could not answer: it did not load, crashed, hung, or refused the model (one line)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EpLibrary:
+    """A plugin EP library: the EP name to use from it, and where the library comes from.
+
+    ``package``: the distribution that provides it (``""`` for a library given by path); ``function``:
+    ``"module:function"`` giving its path, resolved when needed (importing a package may import onnxruntime).
+    """
+
+    ep_name: str
+    package: str = ""
+    function: str = ""
+    path: str = ""
+
+    def library_path(self) -> str:
+        if self.path:
+            return self.path
+        module, _, function = self.function.partition(":")
+        try:
+            return str(getattr(importlib.import_module(module), function)())
+        except Exception as exc:
+            raise EpFailure(f"{self.package or module}: cannot find its EP library: {_one_line(exc)}") from None
+
+    @property
+    def version(self) -> str:
+        if not self.package:
+            return ""
+        try:
+            return importlib.metadata.version(self.package)
+        except importlib.metadata.PackageNotFoundError:
+            return ""
+
+    def needs(self) -> str:
+        """The onnxruntime versions the package asks for (``""``: no requirement stated)."""
+        if not self.package:
+            return ""
+        try:
+            requires = importlib.metadata.requires(self.package) or []
+        except importlib.metadata.PackageNotFoundError:
+            return ""
+        for requirement in requires:
+            match = re.match(r"\s*onnxruntime\s*([<>=!~][^;]*)?(;.*)?$", requirement)
+            if match and match.group(1) and not (match.group(2) or "").strip():
+                return match.group(1).replace(" ", "")
+        return ""
+
+
+def installed_libraries() -> list[EpLibrary]:
+    """The plugin EP libraries the installed packages of :data:`KNOWN_PACKAGES` provide (nothing is loaded)."""
+    found = []
+    for package, (module, function, names) in KNOWN_PACKAGES.items():
+        try:
+            importlib.metadata.distribution(package)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        found.extend(EpLibrary(name, package, f"{module}:{function}") for name in names)
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class EpProbe:
+    """What loading a library beside this onnxruntime showed: its devices, or why it cannot be used here."""
+
+    onnxruntime: str
+    devices: tuple[str, ...] = ()
+    problem: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return not self.problem
+
+
+def _version_problem(library: EpLibrary, onnxruntime_version: str) -> str:
+    needs = library.needs()
+    if not needs:
+        return ""
+    try:
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import Version
+    except ImportError:  # (cannot tell: loading it will)
+        return ""
+    if Version(onnxruntime_version) in SpecifierSet(needs):
+        return ""
+    return f"{library.package} {library.version} needs onnxruntime{needs}; this is onnxruntime {onnxruntime_version}"
+
+
+_PROBES: dict[EpLibrary, EpProbe] = {}
+
+
+def probe(library: EpLibrary) -> EpProbe:
+    """Load *library* in a child process and list the devices of its EP (once per process for each library)."""
+    if library in _PROBES:
+        return _PROBES[library]
+    import onnxruntime
+
+    version = onnxruntime.__version__
+    problem = _version_problem(library, version)
+    if problem:
+        result = EpProbe(version, problem=problem)
+    else:
+        try:
+            answer = _child({"do": "probe", "ep": library.ep_name, "library": library.library_path()}, PROBE_SECONDS)
+            devices = tuple(answer["devices"])
+            result = EpProbe(version, devices, "" if devices else
+                             f"the {library.ep_name} library loads but lists no device on this machine")
+        except EpFailure as exc:
+            result = EpProbe(version, problem=str(exc))
+    _PROBES[library] = result
+    return result
+
+
+#: The name a library is registered under to see which EP names it lists (some take the name they are
+#: registered under as their EP's name).
+PROBE_NAME = "mobile-ep-probe"
+
+
+def ep_names(path: str | os.PathLike, name: str = "") -> list[str]:
+    """The EP names the library at *path* lists devices for, registered under *name* (default
+    :data:`PROBE_NAME`), loaded in a child process."""
+    return list(_child({"do": "names", "ep": name or PROBE_NAME, "library": str(path)}, PROBE_SECONDS)["names"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Assignment:
+    """The nodes an EP took of a model: the names of each partition's nodes, in onnxruntime's order; and what the
+    EP said of the others, where it says it in its log (:func:`diagnostics`): by node name, and for the model."""
+
+    ep_name: str
+    partitions: tuple[tuple[str, ...], ...]
+    reasons: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def nodes(self) -> frozenset[str]:
+        return frozenset(name for partition in self.partitions for name in partition)
+
+
+def assignment(model: str | os.PathLike, library: EpLibrary, options: Mapping[str, str]) -> Assignment:
+    """Which nodes of *model* (a file) the EP of *library* takes with provider *options*: a session at the
+    basic optimization level, in a child process.  Raises :class:`EpFailure` when the session cannot be made."""
+    answer = _child({"do": "assign", "ep": library.ep_name, "library": library.library_path(),
+                     "options": dict(options), "model": str(model)}, SESSION_SECONDS)
+    reasons, notes = diagnostics(answer.get("log", ""))
+    return Assignment(library.ep_name, tuple(tuple(p) for p in answer["partitions"]), reasons, notes)
+
+
+#: The QNN EP's op validation trace (at onnxruntime's verbose log level): a refused node unit, then its nodes'
+#: names and the reason.
+_QNN_FAILED = re.compile(r"Validation FAILED for \d+ nodes in \w+ \((?P<op>[^)]*)\) :\s*(?P<body>.*?)REASON : "
+                         r"(?P<reason>[^\n]*)", re.S)
+_QNN_NODE = re.compile(r"Node name: (?P<name>.*?) Node index:")
+#: A warning an EP logs through onnxruntime (``[W:onnxruntime:, <source> ep] <message>``) that speaks of nodes.
+_EP_WARNING = re.compile(r"\[W:onnxruntime:, [^\]]* ep\] (?P<message>[^\n]*?node[^\n]*?)(?:\x1b\[m)?$", re.I | re.M)
+
+
+def diagnostics(log: str) -> tuple[dict[str, str], tuple[str, ...]]:
+    """What an EP's log says of the nodes it did not take: a reason by node name (the QNN EP's op validation
+    trace), and lines about the model as a whole (an EP's warning that speaks of nodes, e.g. onnxruntime-ggml's
+    "4 of 65 nodes use ops this provider lacks ...; claiming nothing")."""
+    reasons: dict[str, str] = {}
+    for failed in _QNN_FAILED.finditer(log):
+        for node in _QNN_NODE.finditer(failed.group("body")):
+            reasons.setdefault(node.group("name").strip(), " ".join(failed.group("reason").split()))
+    notes = tuple(dict.fromkeys(" ".join(m.group("message").split()) for m in _EP_WARNING.finditer(log)))
+    return reasons, notes
+
+
+def compile_model(model: str | os.PathLike, target: str | os.PathLike, library: EpLibrary,
+                  options: Mapping[str, str]) -> bool:
+    """Have the EP compile *model* into the EPContext model *target* (``onnxruntime.ModelCompiler``, context
+    files beside it, ``embed_mode=0``); False when the EP took nothing (no file is written then)."""
+    answer = _child({"do": "compile", "ep": library.ep_name, "library": library.library_path(),
+                     "options": dict(options), "model": str(model), "target": str(target)}, SESSION_SECONDS)
+    return bool(answer["written"])
+
+
+def run_outputs(model: str | os.PathLike, library: EpLibrary, options: Mapping[str, str],
+                feeds: Mapping[str, Any]) -> dict[str, Any]:
+    """*model* run with the EP (on this machine: a simulator, or the CPU) on *feeds*, in a child process."""
+    import tempfile
+
+    import numpy as np
+
+    with tempfile.TemporaryDirectory(prefix="mobile-ep-ep-run-") as work:
+        inputs = pathlib.Path(work) / "inputs.npz"
+        np.savez(inputs, **{k: np.asarray(v) for k, v in feeds.items()})
+        outputs = pathlib.Path(work) / "outputs.npz"
+        _child({"do": "run", "ep": library.ep_name, "library": library.library_path(), "options": dict(options),
+                "model": str(model), "inputs": str(inputs), "outputs": str(outputs)}, SESSION_SECONDS)
+        with np.load(outputs, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+
+
+def node_names(reported: Iterable[str], known: Collection[str]) -> set[str]:
+    """The nodes of a graph (named *known*) an EP reports under the names *reported*: a name of the graph, or
+    one a layout-transforming EP (NHWC) gave the node it replaced it by, ``<name>_token_<n>``; the nodes the EP
+    added itself (its layout's Transposes) are left out."""
+    found = set()
+    for name in reported:
+        original = name if name in known else re.sub(r"_token_\d+$", "", name)
+        if original in known:
+            found.add(original)
+    return found
+
+
+# -- the child process ----------------------------------------------------------------------------------
+_SIGNALS = {-11: "SIGSEGV", -6: "SIGABRT", -7: "SIGBUS", -4: "SIGILL", -8: "SIGFPE", -9: "SIGKILL"}
+
+
+def _child(request: dict, seconds: float) -> dict:
+    """Run *request* in ``python -m mobile_ep.ep_libraries``; its JSON answer, or :class:`EpFailure`."""
+    what = {"probe": "loading the library", "names": "loading the library", "assign": "creating a session", "compile": "compiling",
+            "run": "running the model"}[request["do"]]
+    try:
+        proc = subprocess.run([sys.executable, "-m", "mobile_ep.ep_libraries"], input=json.dumps(request),
+                              capture_output=True, text=True, timeout=seconds,
+                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    except subprocess.TimeoutExpired:
+        raise EpFailure(f"{request['ep']}: no answer after {seconds:.0f} s while {what}") from None
+    if proc.returncode < 0:
+        signal_name = _SIGNALS.get(proc.returncode, f"signal {-proc.returncode}")
+        raise EpFailure(f"{request['ep']} crashed ({signal_name}) while {what}")
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = [line for line in proc.stderr.splitlines() if line.strip()][-1:] or ["no message"]
+        raise EpFailure(f"{request['ep']} failed while {what} (exit {proc.returncode}): {_one_line(tail[0])}")
+    answer = json.loads(lines[-1])
+    if "error" in answer:
+        raise EpFailure(f"{request['ep']}: {answer['error']}")
+    return answer
+
+
+def _session_options(request: dict) -> Any:
+    import onnxruntime as ort
+
+    try:
+        ort.register_execution_provider_library(request["ep"], request["library"])
+    except Exception as exc:
+        if "already registered" not in str(exc):
+            raise
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == request["ep"]]
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    so.log_severity_level = 3
+    if devices:
+        so.add_provider_for_devices(devices[:1], {k: str(v) for k, v in request.get("options", {}).items()})
+    return so, devices
+
+
+def _serve(request: dict) -> dict:
+    import onnxruntime as ort
+
+    if request["do"] == "names":
+        before = {d.ep_name for d in ort.get_ep_devices()}
+        ort.register_execution_provider_library(request["ep"], request["library"])
+        return {"names": sorted({d.ep_name for d in ort.get_ep_devices()} - before)}
+    if request["do"] == "probe":
+        _, devices = _session_options(request)
+        return {"devices": [f"{d.device.type.name.lower()} ({d.ep_vendor})" for d in devices]}
+    so, devices = _session_options(request)
+    if not devices:
+        return {"error": f"onnxruntime lists no device for {request['ep']}"}
+    if request["do"] == "assign":
+        so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+        so.log_severity_level = 0  # (an EP's reasons for the nodes it leaves are in its verbose log)
+        log = tempfile.TemporaryFile(mode="w+b")
+        saved = os.dup(2)
+        os.dup2(log.fileno(), 2)  # (onnxruntime logs to the process's stderr)
+        try:
+            session = ort.InferenceSession(request["model"], so)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        log.seek(0)
+        partitions = [[n.name for n in subgraph.get_nodes()] for subgraph in session.get_provider_graph_assignment_info()
+                      if subgraph.ep_name == request["ep"]]
+        return {"partitions": partitions, "log": log.read().decode(errors="replace")}
+    if request["do"] == "compile":
+        target = pathlib.Path(request["target"])
+        so.add_session_config_entry("ep.context_embed_mode", "0")
+        compiler = ort.ModelCompiler(so, request["model"], embed_compiled_data_into_model=False)
+        try:
+            compiler.compile_to_file(str(target))
+        except Exception as exc:
+            if "no nodes" in str(exc).lower() or "not compiled" in str(exc).lower():
+                return {"written": False}
+            raise
+        return {"written": target.exists()}
+    if request["do"] == "run":
+        import numpy as np
+
+        session = ort.InferenceSession(request["model"], so)
+        with np.load(request["inputs"], allow_pickle=False) as data:
+            feeds = {name: data[name] for name in data.files}
+        names = [o.name for o in session.get_outputs()]
+        np.savez(request["outputs"], **dict(zip(names, session.run(names, feeds), strict=True)))
+        return {"outputs": names}
+    raise ValueError(f"unknown request {request['do']!r}")
+
+
+def _one_line(exc: object) -> str:
+    """*exc* as one line; of onnxruntime's nested "[ONNXRuntimeError] : 1 : FAIL : <source>:<line> <function>
+    [ONNXRuntimeError] : ..." messages, the innermost cause."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return re.split(r"\[ONNXRuntimeError\] : \d+ : \w+ : ", text)[-1].strip() or text
+
+
+def _main() -> None:  # pragma: no cover - runs in the child
+    request = json.loads(sys.stdin.read())
+    try:
+        answer = _serve(request)
+    except Exception as exc:
+        answer = {"error": _one_line(exc)}
+    sys.stdout.write("\n" + json.dumps(answer) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _main()
