@@ -36,7 +36,7 @@ from mobile_ep.passes import verify as verification
 from mobile_ep.passes.legalize import LegalizePass
 from mobile_ep.passes.partition import PartitionPass, analyze
 from mobile_ep.reports import model as reports
-from mobile_ep.reports import nodegraph
+from mobile_ep.reports import interface, nodegraph
 
 __all__ = ["check", "convert", "resolve_backends"]
 
@@ -82,9 +82,9 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
                     after[backend.name] = _after_convert(mine, backend, opts, work)
                 if const_dir is not None:
                     const_dir.cleanup()
-        dynamic = reports.dynamic_inputs(as_is)
+        dynamic = reports.still_dynamic(reports.dynamic_inputs(as_is), opts.shapes, opts.dims, opts.consts)
         for name, report in before.items():
-            report.suggestions = reports.suggestions(report, after.get(name), dynamic)
+            report.suggestions = reports.suggestions(report, after.get(name), dynamic, beside=report)
         combined = reports.combined_report(together) if together is not None else None
         result = reports.CheckReport(str(model), len(as_is.graph), before, combined, after, changes, timer.timings)
     return _with_html(result, html, node_data)
@@ -121,7 +121,7 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
                 before = PartitionPass(backend, Options(strict=opts.strict))
                 before(as_is)
                 before_report = reports.backend_report(backend, before.proposal, before.nodes, model=as_is)
-                dynamic = reports.dynamic_inputs(as_is)
+                dynamic = reports.still_dynamic(reports.dynamic_inputs(as_is), opts.shapes, opts.dims, opts.consts)
                 legalized, planned, rewrites = _legalize_and_partition(fixed, backend, opts)
             stage.create()
             ort_file = export.OrtExport()
@@ -154,7 +154,9 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
         if const_dir is not None:
             const_dir.cleanup()
         result = reports.ConvertReport(str(source), backend.name, {k: str(v) for k, v in paths.items()}, report,
-                                       checked, before_report, changes, timer.timings, fusion, compiled=compiled)
+                                       checked, before_report, changes, timer.timings, fusion, compiled=compiled,
+                                       interface=interface.interface_changes(proto, paths["onnx"], opts.consts),
+                                       app_inputs=interface.describe(paths["onnx"]))
         stage.relocate(result, checked, compiled)  # (the report names the files where they end up)
         written = result.as_dict()
         if not_verified is not None:

@@ -21,11 +21,13 @@ from mobile_ep.reports import nodegraph
 
 if TYPE_CHECKING:
     from mobile_ep import runtime
+    from mobile_ep.reports.interface import InterfaceChange
     from mobile_ep.passes.fuse_cpu import CpuFusion
     from mobile_ep.passes.to_epcontext import CompileResult
 
 __all__ = ["NodeReason", "PartitionReport", "BackendReport", "CombinedReport", "CheckReport", "ConvertReport",
-           "Cause", "causes", "backend_report", "combined_report", "suggestions", "dynamic_inputs", "suggest_shapes"]
+           "Cause", "causes", "backend_report", "combined_report", "suggestions", "dynamic_inputs", "suggest_shapes",
+           "still_dynamic"]
 
 
 @dataclasses.dataclass
@@ -149,6 +151,10 @@ class ConvertReport:
     cpu_fusion: CpuFusion | None = None
     #: ``convert --compile``: the compiled partitions (:class:`mobile_ep.passes.to_epcontext.CompileResult`).
     compiled: CompileResult | None = None
+    #: What changed in the inputs and outputs the app feeds and reads (:mod:`mobile_ep.reports.interface`).
+    interface: list[InterfaceChange] = dataclasses.field(default_factory=list)
+    #: The written model's inputs, as the app feeds them (``input float32 [1,512], ...``).
+    app_inputs: str = ""
 
     def as_dict(self) -> dict:
         result = {
@@ -166,6 +172,9 @@ class ConvertReport:
             }
         if self.shape_changes:
             result["shape_changes"] = self.shape_changes
+        result["interface_changes"] = [c.as_dict() for c in self.interface]
+        if self.app_inputs:
+            result["app_inputs"] = self.app_inputs
         if self.cpu_fusion is not None:
             result["cpu_fusion"] = self.cpu_fusion.as_dict()
         if self.compiled is not None:
@@ -265,14 +274,37 @@ def _suggest_dims(dims: Sequence[int | str | None]) -> list[str]:
 
 
 def suggest_shapes(dynamic: Mapping[str, Sequence[int | str | None] | None] | Sequence[str]) -> str:
-    """``--shape`` arguments for the dynamic inputs of :func:`dynamic_inputs` (``--shape x=1,3,H,W``)."""
+    """``--shape`` arguments for the dynamic inputs of :func:`dynamic_inputs` (``--shape x=1,3,H,W``).  A dim
+    parameter gets one value across inputs: ``batch`` given 1 as one input's first dim is 1 in the others."""
     if not isinstance(dynamic, Mapping):
         return " ".join(f"--shape {name}=D1,D2,..." for name in dynamic)
+    suggested = {name: _suggest_dims(dims) for name, dims in dynamic.items() if dims is not None}
+    chosen: dict[str, str] = {}  # dim parameter -> the size suggested for it where it was made a number
+    for name, sizes in suggested.items():
+        for d, size in zip(dynamic[name] or (), sizes, strict=True):
+            if isinstance(d, str) and size.isdigit():
+                chosen.setdefault(d, size)
     parts = []
     for name, dims in dynamic.items():
-        sizes = ",".join(_suggest_dims(dims)) if dims is not None else "D1,D2,..."
+        sizes = ",".join(chosen.get(d, s) if isinstance(d, str) else s
+                         for d, s in zip(dims, suggested[name], strict=True)) if dims is not None else "D1,D2,..."
         parts.append(f"--shape {name + '=' if len(dynamic) > 1 or name else ''}{sizes}")
     return " ".join(parts)
+
+
+def still_dynamic(dynamic: Mapping[str, Sequence[int | str | None] | None], shapes: Mapping[str | None, object],
+                  dims: Mapping[str, int], consts: Mapping[str, object] = {}
+                  ) -> dict[str, Sequence[int | str | None] | None]:
+    """The inputs of *dynamic* (:func:`dynamic_inputs`) the user's ``--shape`` (*shapes*), ``--dim`` (*dims*)
+    and ``--const`` (*consts*) leave dynamic: hints never ask for what was given."""
+    left = {}
+    for name, sizes in dynamic.items():
+        if name in shapes or name in consts or (None in shapes and len(dynamic) == 1):
+            continue
+        if sizes is not None and all(isinstance(d, int) or (isinstance(d, str) and d in dims) for d in sizes):
+            continue
+        left[name] = sizes
+    return left
 
 
 # --------------------------------------------------------------------------------------------------
@@ -336,8 +368,10 @@ def causes(report: BackendReport) -> list[Cause]:
 
 
 def suggestions(before: BackendReport, after: BackendReport | None,
-                dynamic: Mapping[str, Sequence[int | str | None] | None] | Sequence[str]) -> list[str]:
-    """Hints for the user; *dynamic*: the model's inputs with dynamic shapes (:func:`dynamic_inputs`).
+                dynamic: Mapping[str, Sequence[int | str | None] | None] | Sequence[str], *,
+                beside: BackendReport | None = None) -> list[str]:
+    """Hints for the user; *dynamic*: the model's inputs with dynamic shapes the user left so
+    (:func:`still_dynamic`); *beside*: the result the hints are shown with (default: *after*, else *before*).
 
     Also sets ``before.shape_fix`` (and ``after.shape_fix``) to the suggested ``--shape`` arguments."""
     hints = []
@@ -345,7 +379,8 @@ def suggestions(before: BackendReport, after: BackendReport | None,
         before.shape_fix = suggest_shapes(dynamic)
         if after is not None:
             after.shape_fix = before.shape_fix
-    if dynamic and any(cause_key(u.op, u.reason)[0] == "dynamic" for u in before.unsupported):
+    beside = beside or (after if after is not None else before)
+    if dynamic and any(cause_key(u.op, u.reason)[0] == "dynamic" for u in beside.unsupported):
         names = ", ".join(dynamic)
         hints.append(f"inputs with dynamic shapes ({names}) keep nodes off the accelerator: fix them with "
                      f"{before.shape_fix} (your sizes for the letters) or --dim PARAM=VALUE")

@@ -246,12 +246,21 @@ def compile_warning(report: ConvertReport) -> str | None:
     return "--compile compiled no partition: the backend lowered none of them"
 
 
+def interface_lines(report: ConvertReport, out: _Out) -> list[str]:
+    """What changed in the inputs and outputs the app feeds and reads (nothing when nothing did)."""
+    changes = getattr(report, "interface", [])
+    if not changes:
+        return []
+    lines = out.wrap(f"the app's interface changed; the written model's inputs: {report.app_inputs}", "  ", "    ")
+    for change in changes:
+        lines.extend(out.wrap(change.text(), "    ", "    "))
+    return lines
+
+
 def convert_text(report: ConvertReport, *, verbose: bool = False, terminal: bool | None = None) -> str:
     """``convert``'s answer: the converted model's result and causes, then what was written and verified."""
     out = _Out(terminal)
     lines = out.wrap(f"{report.model} -> {report.backend}", "", "  ")
-    for name, (old, new) in report.shape_changes.items():
-        lines.extend(out.wrap(f"shape fixed: {name} {old} -> {new}", "  "))
     lines.extend(backend_text(report.check, verbose=verbose, out=out))
     if report.before is not None:
         lines.extend(out.wrap(f"before mobile-ep (as ORT Mobile sees the model): {_after_summary(report.before)}",
@@ -275,6 +284,7 @@ def convert_text(report: ConvertReport, *, verbose: bool = False, terminal: bool
         for failure in compiled.failures:
             lines.extend(out.wrap(f"not compiled (left on CPU): partition {failure.partition} "
                                   f"({len(failure.nodes)} nodes): {failure.reason}", "    "))
+    lines.extend(interface_lines(report, out))
     if report.verification:
         lines.extend(_verification_lines(report, out))
     else:

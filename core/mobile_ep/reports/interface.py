@@ -1,0 +1,124 @@
+"""What changed in the model's interface: the inputs and outputs the app feeds and reads.
+
+``convert`` can remove inputs (``--const``), fix their shapes (``--shape``/``--dim``) or change a dtype; an
+app written for the original model then fails ("Invalid input name: sr").  :func:`interface_changes`
+compares the original model's graph inputs and outputs with the written model's, and every report (the
+terminal, ``report.json``'s ``interface_changes``, the HTML) lists them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+
+import onnx
+
+__all__ = ["InterfaceChange", "Signature", "interface_changes", "signature", "describe"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """One graph input or output as the app sees it: its name, element type and dims (an int, or a dim
+    parameter's name, or ``?``)."""
+
+    name: str
+    dtype: str
+    dims: tuple[int | str, ...] | None
+
+    def text(self) -> str:
+        dims = "?" if self.dims is None else "[" + ",".join(map(str, self.dims)) + "]"
+        return f"{self.name} {self.dtype} {dims}"
+
+
+@dataclasses.dataclass(frozen=True)
+class InterfaceChange:
+    #: ``"input"`` or ``"output"``.
+    kind: str
+    name: str
+    #: ``"removed"``, ``"added"``, ``"shape"`` or ``"dtype"``.
+    change: str
+    before: str
+    after: str
+    #: What the app does about it.
+    note: str
+
+    def text(self) -> str:
+        if self.change == "removed":
+            return f"{self.kind} {self.name} removed ({self.before}): {self.note}"
+        if self.change == "added":
+            return f"{self.kind} {self.name} added ({self.after}): {self.note}"
+        return f"{self.kind} {self.name}: {self.before} -> {self.after}: {self.note}"
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _dims(value: onnx.ValueInfoProto) -> tuple[int | str, ...] | None:
+    tensor = value.type.tensor_type
+    if not tensor.HasField("shape"):
+        return None
+    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim)
+
+
+def _dtype(value: onnx.ValueInfoProto) -> str:
+    if not value.type.HasField("tensor_type"):
+        return value.type.WhichOneof("value") or "?"
+    elem = value.type.tensor_type.elem_type
+    try:
+        return onnx.helper.tensor_dtype_to_np_dtype(elem).name
+    except (KeyError, ValueError, TypeError):
+        return onnx.TensorProto.DataType.Name(elem).lower()
+
+
+def signature(model: onnx.ModelProto) -> tuple[list[Signature], list[Signature]]:
+    """The graph inputs (initializers aside) and outputs of *model*."""
+    graph = model.graph
+    weights = {t.name for t in graph.initializer}
+    inputs = [Signature(v.name, _dtype(v), _dims(v)) for v in graph.input if v.name not in weights]
+    return inputs, [Signature(v.name, _dtype(v), _dims(v)) for v in graph.output]
+
+
+def _load(model: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    return onnx.load(os.fspath(model), load_external_data=False)
+
+
+def interface_changes(original: onnx.ModelProto | str | os.PathLike, written: onnx.ModelProto | str | os.PathLike,
+                      consts: Mapping[str, Sequence[float]] | None = None) -> list[InterfaceChange]:
+    """Every difference between *original*'s inputs and outputs and *written*'s (models or paths; weights are
+    not read), in the original's order; *consts*: the ``--const`` values, named in the notes."""
+    consts = consts or {}
+    changes: list[InterfaceChange] = []
+    for kind, old, new in zip(("input", "output"), *(signature(_load(m)) for m in (original, written)), strict=True):
+        now = {s.name: s for s in new}
+        for s in old:
+            after = now.pop(s.name, None)
+            if after is None:
+                if kind == "input" and s.name in consts:
+                    value = ",".join(f"{v:g}" for v in consts[s.name])
+                    note = f"fixed by --const {s.name}={value}: the app no longer feeds it"
+                else:
+                    note = "the written model has no such " + kind
+                changes.append(InterfaceChange(kind, s.name, "removed", s.text()[len(s.name) + 1:], "", note))
+                continue
+            if after.dtype != s.dtype:
+                changes.append(InterfaceChange(kind, s.name, "dtype", s.dtype, after.dtype,
+                                               f"the app {'feeds' if kind == 'input' else 'reads'} {after.dtype}"))
+            if after.dims != s.dims:
+                old_dims, new_dims = (x.text()[len(x.name) + len(x.dtype) + 2:] for x in (s, after))
+                fixed = after.dims is not None and all(isinstance(d, int) for d in after.dims)
+                note = ("the app feeds exactly this shape" if kind == "input" else "the app reads this shape") \
+                    if fixed else "dims changed"
+                changes.append(InterfaceChange(kind, s.name, "shape", old_dims, new_dims, note))
+        for s in now.values():
+            changes.append(InterfaceChange(kind, s.name, "added", "", s.text()[len(s.name) + 1:],
+                                           "the app feeds it" if kind == "input" else "the app may read it"))
+    return changes
+
+
+def describe(model: onnx.ModelProto | str | os.PathLike) -> str:
+    """The written model's inputs, as the app feeds them: ``input float32 [1,512], state float32 [2,1,128]``."""
+    inputs, _ = signature(_load(model))
+    return ", ".join(s.text() for s in inputs)
