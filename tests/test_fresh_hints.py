@@ -65,3 +65,24 @@ def test_a_dim_parameter_gets_one_value_across_inputs(tmp_path):
     assert run.exit_code == 0, run.output
     hints = json.loads(run.output)["backends"]["nnapi"]["suggestions"]
     assert any("--shape input=1,sequence --shape state=2,1,16" in h for h in hints), hints
+
+
+def test_convert_that_leaves_everything_on_the_cpu_says_so(tmp_path):
+    source = _detector(tmp_path / "det.onnx")
+    run = CliRunner().invoke(main, ["convert", str(source), "--ep", "nnapi", "-o", str(tmp_path / "out")])
+    assert run.exit_code == 0, run.output
+    last = run.output.strip().splitlines()[-1]
+    assert last.startswith("mobile-ep: warning: nnapi takes 0/1 nodes of the written model: the app gains nothing "
+                           "on nnapi"), last
+    assert "--shape images=1,3,H,W" in last
+    strict = CliRunner().invoke(main, ["--strict", "convert", str(source), "--ep", "nnapi",
+                                       "-o", str(tmp_path / "out2")])
+    assert strict.exit_code == 5
+    assert "the app gains nothing on nnapi" in strict.output
+
+
+def test_convert_with_a_claim_has_no_such_warning(tmp_path):
+    source = _detector(tmp_path / "det.onnx")
+    run = CliRunner().invoke(main, ["--strict", "convert", str(source), "--ep", "nnapi", "--shape",
+                                    "images=1,3,32,32", "-o", str(tmp_path / "out")])
+    assert run.exit_code == 0 and "gains nothing" not in run.output

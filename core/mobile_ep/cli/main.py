@@ -458,14 +458,15 @@ def convert(state: _State, models: tuple[pathlib.Path, ...], ep: str, output: pa
                              compile=compile_)
     _show(state, result, html_path, as_json, report.convert_text)
     _compile_warning(state, result)
+    _compile_warning(state, result, report.nothing_gained)
 
 
-def _compile_warning(state: _State, result: ConvertReport) -> None:
-    """``--compile`` that compiled nothing: a warning (an error with --strict)."""
+def _compile_warning(state: _State, result: ConvertReport, warn: Callable[..., str | None] | None = None) -> None:
+    """``--compile`` that compiled nothing (or *warn*'s warning): a warning (an error with --strict)."""
     from mobile_ep.errors import BackendError
     from mobile_ep.reports import text as report
 
-    warning = report.compile_warning(result)
+    warning = (warn or report.compile_warning)(result)
     if warning is None:
         return
     if state.strict:

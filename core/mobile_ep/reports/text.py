@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from mobile_ep.contract import Backend
 from mobile_ep.reports.model import BackendReport, CheckReport, ConvertReport, causes
 
-__all__ = ["check_text", "convert_text", "compile_warning", "to_json", "ops_markdown", "ops_text"]
+__all__ = ["check_text", "convert_text", "compile_warning", "nothing_gained", "to_json", "ops_markdown", "ops_text"]
 
 
 def to_json(report: CheckReport | ConvertReport, *, timings: bool = True) -> str:
@@ -255,6 +255,17 @@ def interface_lines(report: ConvertReport, out: _Out) -> list[str]:
     for change in changes:
         lines.extend(out.wrap(change.text(), "    ", "    "))
     return lines
+
+
+def nothing_gained(report: ConvertReport) -> str | None:
+    """The warning for a ``convert`` whose model the backend takes nothing of (None when it takes a node)."""
+    if report.check.supported_nodes:
+        return None
+    judged = [r for r in (report.check, report.before) if r is not None]
+    fix = (f"; fix the input shapes with {report.check.shape_fix}" if report.check.shape_fix
+           and any(c.kind == "dynamic" for r in judged for c in causes(r)) else "")
+    return (f"{report.backend} takes 0/{report.check.nodes} nodes of the written model: the app gains nothing on "
+            f"{report.backend}, every node runs on the CPU{fix}")
 
 
 def convert_text(report: ConvertReport, *, verbose: bool = False, terminal: bool | None = None) -> str:
