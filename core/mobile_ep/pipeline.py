@@ -18,6 +18,7 @@ of :mod:`mobile_ep.errors`, whose ``exit_code`` is the command's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import pathlib
 import tempfile
@@ -215,9 +216,11 @@ def _legalize_and_partition(model: ir.Model, backend: Backend, options: Options
 def resolve_backends(options: Options, plugins: Plugins | None = None) -> list[Backend]:
     """The backends *options* name (every installed one if none), configured with their options."""
     plugins = plugins or make_plugins()
-    names = list(options.backends) or list(plugins.backends())
+    names = [plugins.canonical_name(name) for name in options.backends] or list(plugins.backends())
     if not names:
         raise BackendError("no backends are installed (install mobile-ep-nnapi or mobile-ep-coreml)")
+    given = {plugins.canonical_name(name, strict=False): values for name, values in options.backend_options.items()}
+    options = dataclasses.replace(options, backends=tuple(names), backend_options=given)  # (names as installed)
     unknown = set(options.backend_options) - set(names)
     if unknown:
         raise UsageError(f"options given for backend(s) not selected: {', '.join(sorted(unknown))}")
