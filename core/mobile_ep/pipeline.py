@@ -86,8 +86,9 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
         dynamic = reports.still_dynamic(reports.dynamic_inputs(as_is), opts.shapes, opts.dims, opts.consts)
         for name, report in before.items():
             report.suggestions = reports.suggestions(report, after.get(name), dynamic, beside=report)
-        combined = reports.combined_report(together) if together is not None else None
-        result = reports.CheckReport(str(model), len(as_is.graph), before, combined, after, changes, timer.timings)
+        combined = [reports.combined_report(proposal, backends) for proposal in together]  # (one per platform)
+        result = reports.CheckReport(str(model), len(as_is.graph), before, combined[0] if combined else None, after,
+                                     changes, timer.timings, other_platforms=combined[1:])
     return _with_html(result, html, node_data)
 
 

@@ -458,8 +458,8 @@ def convert(state: _State, models: tuple[pathlib.Path, ...], ep: str, output: pa
         result = api.convert(path, ep, output, options=options, plugins=state.plugins, verify=verify, seed=seed,
                              compile=compile_)
     _show(state, result, html_path, as_json, report.convert_text)
-    _compile_warning(state, result)
-    _compile_warning(state, result, report.nothing_gained)
+    if not _compile_warning(state, result):  # (one warning: a --compile of nothing says why already)
+        _compile_warning(state, result, report.nothing_gained)
 
 
 _MODEL_SUFFIXES = (".onnx", ".ort", ".pb", ".mlmodel", ".mlpackage", ".tflite")
@@ -472,17 +472,19 @@ def _refuse_model_name(output: pathlib.Path) -> None:
                          f"report.json into it), not a model file; give a folder, e.g. -o {output.parent / 'out'}")
 
 
-def _compile_warning(state: _State, result: ConvertReport, warn: Callable[..., str | None] | None = None) -> None:
-    """``--compile`` that compiled nothing (or *warn*'s warning): a warning (an error with --strict)."""
+def _compile_warning(state: _State, result: ConvertReport, warn: Callable[..., str | None] | None = None) -> bool:
+    """``--compile`` that compiled nothing (or *warn*'s warning): a warning (an error with --strict); whether
+    there was one."""
     from mobile_ep.errors import BackendError
     from mobile_ep.reports import text as report
 
     warning = (warn or report.compile_warning)(result)
     if warning is None:
-        return
+        return False
     if state.strict:
         raise BackendError(f"{warning} (--strict)")
     click.echo(f"mobile-ep: warning: {escape(warning, one_line=True)}", err=True)
+    return True
 
 
 def _convert_many(state: _State, arguments: Sequence[pathlib.Path], output: pathlib.Path, options: Options,

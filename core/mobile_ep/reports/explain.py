@@ -35,6 +35,7 @@ from mobile_ep.contract.plugins import Plugins, make_plugins
 from mobile_ep.errors import MobileEpError, UsageError
 from mobile_ep.options import Options
 from mobile_ep.partitioning.cost import select_partitions
+from mobile_ep.partitioning.platforms import platform_groups, same_platform
 from mobile_ep.partitioning.propose import propose
 from mobile_ep.partitioning.units import build_node_units
 from mobile_ep.passes.load import load_for_analysis
@@ -467,11 +468,12 @@ def _convert_alternative(node: ir.Node, backend: str, after: BackendReport | Non
 
 def _backend_alternatives(model: ir.Model, node: ir.Node, me: Backend, others: Sequence[Backend], claimed_now: bool,
                           strict: bool) -> tuple[list[Alternative], int]:
-    """Other backends that would place the node differently (on an accelerator where this one does not)."""
+    """Other backends of the same platform (an app on Android cannot switch to Core ML) that would place the node
+    differently (on an accelerator where this one does not)."""
     found = []
     tried = 0
     for other in others:
-        if other.name == me.name:
+        if other.name == me.name or not same_platform(me, other):
             continue
         tried += 1
         where = _where(model, [other], node, strict)
@@ -553,9 +555,10 @@ def _explain(path: pathlib.Path, node: str, pipeline: Options, plugins: Plugins,
                                                "yes" if rule else (rule.reason or "no"), current.partition,
                                                alternatives, unchanged))
     combined = None
-    if len(selected) > 1:
-        where = _where(model, selected, target, strict)
-        order = " > ".join(b.name for b in selected)
+    together = [group for _platform, group in platform_groups(selected) if len(group) > 1]
+    if together:  # (the backends one app registers: the first platform's)
+        where = _where(model, together[0], target, strict)
+        order = " > ".join(b.name for b in together[0])
         combined = (f"runs on {where.runs_on} (priority {order})" if where.runs_on
                     else f"CPU (priority {order}): {where.why}")
     return ExplainReport(

@@ -577,7 +577,8 @@ def _check_tables(report: CheckReport) -> tuple[str, str]:
         extra.append(f"<p class='line'>Shapes fixed for the after-convert view: {_e(fixed)}</p>")
     if report.combined is not None and len(report.backends) > 1:
         placement = ", ".join(f"{k}: {v}" for k, v in report.combined.placement.items())
-        extra.append(f"<p class='line'>All together, in priority order {_e(' > '.join(report.combined.order))}: "
+        where = f" on {report.combined.platform}" if report.combined.platform != "any" else ""
+        extra.append(f"<p class='line'>All together{_e(where)}, in priority order {_e(' > '.join(report.combined.order))}: "
                      f"{_e(placement)} nodes.</p>")
     hints = [h for b in report.backends.values() for h in b.suggestions]
     if hints:

@@ -15,6 +15,7 @@ import onnx_ir as ir
 
 from mobile_ep.contract import Backend, op_label
 from mobile_ep.partitioning.cost import PartitionCost
+from mobile_ep.partitioning.platforms import platform_of
 from mobile_ep.partitioning.propose import BackendProposal, Proposal
 from mobile_ep.passes.load import REFUSED_WHOLE
 from mobile_ep.reports import nodegraph
@@ -67,6 +68,8 @@ class BackendReport:
     #: The ``--shape`` arguments that would fix the model's dynamic inputs (``--shape x=1,3,H,W``), with
     #: placeholders for the sizes only the user knows; empty when no input is dynamic.
     shape_fix: str = ""
+    #: The platform of the backend (``android``, ``ios`` or ``any``: :attr:`mobile_ep.Backend.platform`).
+    platform: str = "any"
     #: The graph this report describes, node by node (recorded under ``nodegraph.recording()``, for the
     #: HTML report and ``explain``); not part of the JSON.
     graph: nodegraph.GraphSnapshot | None = dataclasses.field(default=None, repr=False, compare=False)
@@ -85,6 +88,7 @@ class BackendReport:
             "partitions": [dataclasses.asdict(p) for p in self.partitions],
             "unsupported": [dataclasses.asdict(u) for u in self.unsupported],
             "verdict": self.verdict,
+            "platform": self.platform,
         }
         if self.rewrites:
             result["rewrites"] = self.rewrites
@@ -104,6 +108,8 @@ class CombinedReport:
     order: list[str]
     placement: dict[str, int]  # backend name (or "cpu") -> number of nodes
     partitions: list[dict]
+    #: The platform of these backends (``android``, ``ios``; ``any`` when none names one).
+    platform: str = "any"
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -119,6 +125,8 @@ class CheckReport:
     after_convert: dict[str, BackendReport] = dataclasses.field(default_factory=dict)
     shape_changes: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: The backends of each further platform together (``combined`` is the first platform's).
+    other_platforms: list[CombinedReport] = dataclasses.field(default_factory=list)
 
     def as_dict(self) -> dict:
         result: dict = {
@@ -128,6 +136,8 @@ class CheckReport:
         }
         if self.combined is not None:
             result["combined"] = self.combined.as_dict()
+        if self.other_platforms:
+            result["combined_other_platforms"] = [c.as_dict() for c in self.other_platforms]
         if self.after_convert:
             result["after_convert"] = {name: b.as_dict() for name, b in self.after_convert.items()}
         if self.shape_changes:
@@ -218,6 +228,7 @@ def backend_report(backend: Backend, proposal: BackendProposal, nodes: Sequence[
         supported_nodes=proposal.supported_nodes, partitions=partitions, unsupported=unsupported,
         verdict=proposal.verdict,
     )
+    report.platform = platform_of(backend)
     if model is not None:
         nodegraph.attach(report, model)
         refused = model.meta.get(REFUSED_WHOLE, {})
@@ -226,13 +237,15 @@ def backend_report(backend: Backend, proposal: BackendProposal, nodes: Sequence[
     return report
 
 
-def combined_report(proposal: Proposal) -> CombinedReport:
+def combined_report(proposal: Proposal, backends: Sequence[Backend] = ()) -> CombinedReport:
+    """The backends of *proposal* together; *backends*: those objects, for their platform."""
     placement: dict[str, int] = {name: 0 for name in proposal.per_backend}
     placement["cpu"] = 0
     for p in proposal.placements.values():
         placement[p.backend or "cpu"] += 1
     partitions = [{"backend": p.backend, "nodes": p.node_names} for p in proposal.partitions]
-    return CombinedReport(list(proposal.per_backend), placement, partitions)
+    named = sorted({platform_of(b) for b in backends if b.name in proposal.per_backend} - {"any"})
+    return CombinedReport(list(proposal.per_backend), placement, partitions, named[0] if named else "any")
 
 
 def dynamic_inputs(model: ir.Model) -> dict[str, list[int | str | None] | None]:

@@ -199,11 +199,15 @@ def check_text(report: CheckReport, *, verbose: bool = False, combined: bool | N
         lines.append("")
     if combined is None:
         combined = len(report.backends) > 1
-    if combined and report.combined is not None:
-        placement = ", ".join(f"{k}: {v}" for k, v in report.combined.placement.items())
-        lines.extend(out.wrap(f"together, in priority order {' > '.join(report.combined.order)}"
+    for together in [report.combined, *report.other_platforms] if combined and report.combined is not None else []:
+        placement = ", ".join(f"{k}: {v}" for k, v in together.placement.items())
+        where = f" on {together.platform}" if together.platform != "any" else ""
+        lines.extend(out.wrap(f"together{where}, in priority order {' > '.join(together.order)}"
                               f"{' (as is)' if fixed else ''}: {placement} nodes", "", "  "))
         lines.append("")
+    if combined and report.combined is None and len(report.backends) > 1:
+        named = ", ".join(f"{name} ({b.platform})" for name, b in report.backends.items())
+        lines.extend(out.wrap(f"not combined: {named} are for apps on different platforms", "", "  "))
     return "\n".join(lines).rstrip() + "\n"
 
 
