@@ -41,7 +41,7 @@ def test_list_verbose_aligned_wrapped_cli_values_and_rule_versions(monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
     run = CliRunner().invoke(main, ["list", "-v"])
     assert run.exit_code == 0, run.output
-    lines = run.output.splitlines()
+    lines = run.stdout.splitlines()
     assert max(map(len, lines)) <= 100
     assert "-O nnapi.use_fp16=false" in run.output and "=False" not in run.output and "=True" not in run.output
     options = [line for line in lines if line.startswith("    -O nnapi.")]

@@ -12,6 +12,14 @@ from onnx import helper
 import modern_models
 from mepkit import const, make_model, tensor
 from mobile_ep.cli.main import main
+from mobile_ep.contract.plugins import make_plugins
+
+
+def _nnapi_only():
+    """The NNAPI plugin alone (--strict judges only the plugins a test needs, not whatever else is installed)."""
+    import mobile_ep_nnapi.plugin
+
+    return make_plugins(entry_points=False, plugins=[mobile_ep_nnapi.plugin])
 
 
 def _detector(path):
@@ -43,14 +51,14 @@ def test_check_with_the_shape_given_does_not_ask_for_it(tmp_path):
     source = _detector(tmp_path / "det.onnx")
     run = CliRunner().invoke(main, ["check", str(source), "--ep", "nnapi", "--shape", "images=1,3,32,32", "--json"])
     assert run.exit_code == 0, run.output
-    report = json.loads(run.output)
+    report = json.loads(run.stdout)
     assert not any("--shape" in h for b in report["backends"].values() for h in b.get("suggestions", []))
 
 
 def test_without_shapes_the_hint_stays(tmp_path):
     source = _detector(tmp_path / "det.onnx")
     run = CliRunner().invoke(main, ["check", str(source), "--ep", "nnapi", "--json"])
-    report = json.loads(run.output)
+    report = json.loads(run.stdout)
     assert any("--shape images=1,3,H,W" in h for h in report["backends"]["nnapi"]["suggestions"])
 
 
@@ -63,7 +71,7 @@ def test_a_dim_parameter_gets_one_value_across_inputs(tmp_path):
     onnx.save(model, source)
     run = CliRunner().invoke(main, ["check", str(source), "--ep", "nnapi", "--json"])
     assert run.exit_code == 0, run.output
-    hints = json.loads(run.output)["backends"]["nnapi"]["suggestions"]
+    hints = json.loads(run.stdout)["backends"]["nnapi"]["suggestions"]
     assert any("--shape input=1,sequence --shape state=2,1,16" in h for h in hints), hints
 
 
@@ -76,7 +84,7 @@ def test_convert_that_leaves_everything_on_the_cpu_says_so(tmp_path):
                            "on nnapi"), last
     assert "--shape images=1,3,H,W" in last
     strict = CliRunner().invoke(main, ["--strict", "convert", str(source), "--ep", "nnapi",
-                                       "-o", str(tmp_path / "out2")])
+                                       "-o", str(tmp_path / "out2")], obj=_nnapi_only())
     assert strict.exit_code == 5
     assert "the app gains nothing on nnapi" in strict.output
 
@@ -84,5 +92,5 @@ def test_convert_that_leaves_everything_on_the_cpu_says_so(tmp_path):
 def test_convert_with_a_claim_has_no_such_warning(tmp_path):
     source = _detector(tmp_path / "det.onnx")
     run = CliRunner().invoke(main, ["--strict", "convert", str(source), "--ep", "nnapi", "--shape",
-                                    "images=1,3,32,32", "-o", str(tmp_path / "out")])
+                                    "images=1,3,32,32", "-o", str(tmp_path / "out")], obj=_nnapi_only())
     assert run.exit_code == 0 and "gains nothing" not in run.output

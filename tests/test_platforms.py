@@ -45,7 +45,7 @@ def test_check_combines_the_backends_of_each_platform(vad):
     text = " ".join(run.output.split())
     assert "together on android, in priority order nnapi > qnn:" in text
     assert "coreml:" not in text.split("together on android", 1)[1]
-    data = json.loads(CliRunner().invoke(main, ["check", str(vad), "--ep", "nnapi,qnn,coreml", "--json"]).output)
+    data = json.loads(CliRunner().invoke(main, ["check", str(vad), "--ep", "nnapi,qnn,coreml", "--json"]).stdout)
     assert data["combined"]["order"] == ["nnapi", "qnn"] and data["combined"]["platform"] == "android"
     assert "combined_other_platforms" not in data  # Core ML alone on iOS
     assert data["backends"]["coreml"]["platform"] == "ios"
@@ -53,6 +53,6 @@ def test_check_combines_the_backends_of_each_platform(vad):
 
 @pytest.mark.skipif(not has_backend("example"), reason="needs the example plugin")
 def test_a_backend_without_a_platform_joins_every_platform(vad):
-    data = json.loads(CliRunner().invoke(main, ["check", str(vad), "--ep", "nnapi,coreml,example", "--json"]).output)
+    data = json.loads(CliRunner().invoke(main, ["check", str(vad), "--ep", "nnapi,coreml,example", "--json"]).stdout)
     assert data["combined"]["order"] == ["nnapi", "example"]
     assert [c["order"] for c in data["combined_other_platforms"]] == [["coreml", "example"]]

@@ -37,7 +37,7 @@ from mobile_ep.passes import verify as verification
 from mobile_ep.passes.legalize import LegalizePass
 from mobile_ep.passes.partition import PartitionPass, analyze
 from mobile_ep.reports import model as reports
-from mobile_ep.reports import interface, nodegraph
+from mobile_ep.reports import const_hints, interface, nodegraph
 
 __all__ = ["check", "convert", "resolve_backends"]
 
@@ -86,6 +86,7 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
         dynamic = reports.still_dynamic(reports.dynamic_inputs(as_is), opts.shapes, opts.dims, opts.consts)
         for name, report in before.items():
             report.suggestions = reports.suggestions(report, after.get(name), dynamic, beside=report)
+            const_hints.attach(as_is, report, after.get(name))
         combined = [reports.combined_report(proposal, backends) for proposal in together]  # (one per platform)
         result = reports.CheckReport(str(model), len(as_is.graph), before, combined[0] if combined else None, after,
                                      changes, timer.timings, other_platforms=combined[1:])
@@ -145,6 +146,7 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
             report = reports.backend_report(backend, written_partition.proposal, written_partition.nodes,
                                             written_partition.costs, model=written_model)
         report.rewrites, report.suggestions = rewrites, reports.suggestions(before_report, report, dynamic)
+        const_hints.attach(as_is, report, before_report)
         checked, not_verified = [], None
         if verify:
             with timer("verify"):

@@ -54,7 +54,7 @@ INT_SPAN = 12
 class Alternative:
     """One change, and where the node would run with it."""
 
-    #: ``option``, ``options``, ``shape``, ``convert`` or ``backend``.
+    #: ``option``, ``options``, ``shape``, ``convert``, ``backend`` or ``const`` (``--const NAME=VALUE``).
     kind: str
     #: The change, as you would type it (``-O nnapi.api_level=29``, ``--shape x=1,3,224,224``, ``--ep coreml``).
     change: str
@@ -482,6 +482,21 @@ def _backend_alternatives(model: ir.Model, node: ir.Node, me: Backend, others: S
     return found, tried - len(found)
 
 
+def _const_alternatives(model: ir.Model, node: ir.Node) -> list[Alternative]:
+    """``--const NAME=VALUE`` for a scalar input whose value reaches *node* through integer math or which
+    selects *node*'s branch: with the value fixed, onnxruntime folds the node away (the value is the user's)."""
+    from mobile_ep.reports.const_hints import const_candidates
+
+    found = []
+    for candidate in const_candidates(model):
+        if node.name in candidate.nodes:
+            what = "selects its branch" if node.name in candidate.selects else "feeds it through integer math"
+            found.append(Alternative("const", f"--const {candidate.input}=VALUE", None,
+                                     f"{candidate.input} ({candidate.dtype} scalar) {what}: fixed to the value your "
+                                     f"app always feeds, it folds away (an If becomes the branch it selects)"))
+    return found
+
+
 # --------------------------------------------------------------------------------------------------
 # explain
 # --------------------------------------------------------------------------------------------------
@@ -545,6 +560,8 @@ def _explain(path: pathlib.Path, node: str, pipeline: Options, plugins: Plugins,
         by_backend, same = _backend_alternatives(model, target, backend, [*selected, *others],
                                                  current.runs_on is not None, strict)
         alternatives.extend(by_backend)
+        if current.runs_on is None:
+            alternatives.extend(_const_alternatives(model, target))
         if same:
             unchanged["other backends"] = same
         why = current.why

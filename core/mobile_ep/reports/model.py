@@ -68,6 +68,9 @@ class BackendReport:
     #: The ``--shape`` arguments that would fix the model's dynamic inputs (``--shape x=1,3,H,W``), with
     #: placeholders for the sizes only the user knows; empty when no input is dynamic.
     shape_fix: str = ""
+    #: ``--const NAME=VALUE`` hints: scalar inputs whose branches or integer math stay on the CPU
+    #: (:mod:`mobile_ep.reports.const_hints`); also among the suggestions.
+    const_fix: list[str] = dataclasses.field(default_factory=list)
     #: The platform of the backend (``android``, ``ios`` or ``any``: :attr:`mobile_ep.Backend.platform`).
     platform: str = "any"
     #: The graph this report describes, node by node (recorded under ``nodegraph.recording()``, for the

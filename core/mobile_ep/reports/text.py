@@ -131,6 +131,8 @@ def backend_text(report: BackendReport, *, verbose: bool = False, width: int | N
     if verbose and report.options:
         lines.extend(out.wrap("options: " + " ".join(f"{k}={v}" for k, v in report.options.items()), "  "))
     lines.extend(cause_lines(report, out, after=after))
+    for hint in report.const_fix:
+        lines.extend(out.wrap(hint, "    ", "      "))
     lines.extend(_inlined_lines(report, out))
     if verbose:
         lines.extend(_node_rows(report, out))
