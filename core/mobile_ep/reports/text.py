@@ -159,6 +159,9 @@ def _after_summary(after: BackendReport) -> str:
     dropped = [p for p in after.partitions if p.estimate and not p.estimate.get("kept", True)]
     if dropped:
         text += f"; {len(dropped)} not worth their copies by the cost model"
+    unknown = [p for p in after.partitions if p.estimate and p.estimate.get("known") is False]
+    if unknown:
+        text += f"; {len(unknown)} of unknown cost (shapes not static)"
     return text
 
 
