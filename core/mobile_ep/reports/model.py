@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from mobile_ep.passes.to_epcontext import CompileResult
 
 __all__ = ["NodeReason", "PartitionReport", "BackendReport", "CombinedReport", "CheckReport", "ConvertReport",
-           "Cause", "causes", "backend_report", "combined_report", "suggestions", "dynamic_inputs", "suggest_shapes",
+           "Cause", "causes", "backend_report", "combined_report", "suggestions", "dynamic_inputs", "suggest_shapes", "name_formulas",
            "still_dynamic"]
 
 
@@ -207,7 +207,40 @@ def _options_dict(backend: Backend) -> dict[str, str]:
 
 def _reason(node: ir.Node, reason: str) -> str:
     label = op_label(node)
+    reason = name_formulas(reason)
     return reason if reason.startswith(label) else f"{label}: {reason}"
+
+
+_BRACKETS = re.compile(r"\[([^\[\]]*)\]")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_FUNCTIONS = frozenset({"floor", "ceil", "min", "max", "mod", "abs", "sqrt", "int", "float", "Mod", "Max", "Min",
+                        "FloorDiv", "CeilDiv", "Floor", "Ceiling"})
+
+
+def name_formulas(text: str) -> str:
+    """Shapes in *text* with each computed dim (``floor(floor(height/2 - 1/2)/2) + 1``) named by the input dims
+    it derives from (``f(height)``): a shape stays one short line however deep the arithmetic."""
+
+    def dims(match: re.Match) -> str:
+        parts, depth, start, inner = [], 0, 0, match.group(1)
+        for i, char in enumerate(inner):
+            depth += char == "("
+            depth -= char == ")"
+            if char == "," and depth == 0:
+                parts.append(inner[start:i])
+                start = i + 1
+        parts.append(inner[start:])
+        named = []
+        for part in parts:
+            dim = part.strip()
+            if _IDENTIFIER.fullmatch(dim) or dim.lstrip("-").isdigit() or dim in ("?", ""):
+                named.append(dim)
+                continue
+            sources = list(dict.fromkeys(n for n in _IDENTIFIER.findall(dim) if n not in _FUNCTIONS))
+            named.append(f"f({','.join(sources)})" if sources else "?")
+        return "[" + ",".join(named) + "]"
+
+    return _BRACKETS.sub(dims, text) if "[" in text else text
 
 
 def backend_report(backend: Backend, proposal: BackendProposal, nodes: Sequence[ir.Node],
@@ -326,7 +359,8 @@ def still_dynamic(dynamic: Mapping[str, Sequence[int | str | None] | None], shap
 # --------------------------------------------------------------------------------------------------
 # Causes: the reasons nodes stay on the CPU, grouped by what would fix them
 # --------------------------------------------------------------------------------------------------
-_DYNAMIC = re.compile(r"dynamic|unknown shape|no known shape|no shape information|static shape", re.IGNORECASE)
+_DYNAMIC = re.compile(r"dynamic|unknown shape|no known shape|no shape information|static shape|is not static",
+                      re.IGNORECASE)
 _NO_RULE = re.compile(r"has no rule for (\S+)")
 _SHAPE_TEXT = re.compile(r"\[[^\]]*\]|\([^()]*\?[^()]*\)")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")

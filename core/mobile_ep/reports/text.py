@@ -114,9 +114,10 @@ def _node_rows(report: BackendReport, out: _Out) -> list[str]:
     """-v: every node left on the CPU, one row each."""
     if not report.unsupported:
         return []
-    width = max((len(u.node) for u in report.unsupported), default=0)
+    width = min(max((len(u.node) for u in report.unsupported), default=0), 40)
     rows = [f"  every node left on CPU ({len(report.unsupported)}):"]
-    rows.extend(out.row(f"    {u.node:<{min(width, 40)}}  {u.reason}") for u in report.unsupported)
+    for u in report.unsupported:  # (wrapped under the reason column, never cut)
+        rows.extend(out.wrap(f"{u.node:<{width}}  {u.reason}", "    ", " " * (width + 2)))
     return rows
 
 
@@ -131,6 +132,9 @@ def backend_text(report: BackendReport, *, verbose: bool = False, width: int | N
     if verbose and report.options:
         lines.extend(out.wrap("options: " + " ".join(f"{k}={v}" for k, v in report.options.items()), "  "))
     lines.extend(cause_lines(report, out, after=after))
+    if report.shape_fix and not any(c.kind == "dynamic" for c in causes(report)):
+        lines.extend(out.wrap(f"input shapes are dynamic: {report.shape_fix} (the sizes your app feeds) gives "
+                              f"{report.backend} static shapes and the cost model its numbers", "    ", "      "))
     for hint in report.const_fix:
         lines.extend(out.wrap(hint, "    ", "      "))
     lines.extend(_inlined_lines(report, out))
