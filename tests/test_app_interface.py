@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
+import modern_models
 import onnx
 import pytest
 from click.testing import CliRunner
 
-import modern_models
 from mobile_ep.cli.main import main
 
 
@@ -75,3 +75,21 @@ def test_adapter_examples_name_every_input_of_the_written_model(tmp_path):
                  (adapter / "kotlin" / "ai" / "mobileep" / "CompiledModelRunner.kt").read_text()):
         assert "input float32 [1,256], state float32 [2,1,16]" in text
         assert "sr " not in text and "{{mobile_ep:" not in text
+
+
+def test_dtype_and_output_changes_are_interface_changes():
+    from onnx import TensorProto, helper
+
+    from mobile_ep.reports.interface import interface_changes
+
+    def model(inputs, outputs):
+        nodes = [helper.make_node("Identity", [inputs[0].name], [o.name]) for o in outputs]
+        return helper.make_model(helper.make_graph(nodes, "g", inputs, outputs), ir_version=10)
+
+    original = model([helper.make_tensor_value_info("ids", TensorProto.INT64, ["n"])],
+                     [helper.make_tensor_value_info("y", TensorProto.INT64, ["n"])])
+    written = model([helper.make_tensor_value_info("ids", TensorProto.INT32, [4])],
+                    [helper.make_tensor_value_info("z", TensorProto.INT32, [4])])
+    changes = [(c.kind, c.name, c.change, c.before, c.after) for c in interface_changes(original, written)]
+    assert changes == [("input", "ids", "dtype", "int64", "int32"), ("input", "ids", "shape", "[n]", "[4]"),
+                       ("output", "y", "removed", "int64 [n]", ""), ("output", "z", "added", "", "int32 [4]")]

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
+import modern_models
 import onnx
 import pytest
 from click.testing import CliRunner
 
-import modern_models
 from mobile_ep.cli.main import main
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
+import modern_models
 import numpy as np
 import onnx
 from click.testing import CliRunner
 from onnx import helper
 
-import modern_models
 from mepkit import const, make_model, tensor
 from mobile_ep.cli.main import main
 from mobile_ep.contract.plugins import make_plugins

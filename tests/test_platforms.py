@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
+import modern_models
 import onnx
 import pytest
 from click.testing import CliRunner
 
-import modern_models
 from mepkit import has_backend
 from mobile_ep import Backend
 from mobile_ep.cli.main import main

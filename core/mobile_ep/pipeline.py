@@ -36,8 +36,8 @@ from mobile_ep.passes import const_inputs, export, fuse_cpu, load, to_epcontext
 from mobile_ep.passes import verify as verification
 from mobile_ep.passes.legalize import LegalizePass
 from mobile_ep.passes.partition import PartitionPass, analyze
-from mobile_ep.reports import model as reports
 from mobile_ep.reports import const_hints, interface, nodegraph
+from mobile_ep.reports import model as reports
 
 __all__ = ["check", "convert", "resolve_backends"]
 

@@ -21,8 +21,8 @@ from mobile_ep.contract import Backend
 from mobile_ep.export import ort_format
 from mobile_ep.options import Options
 from mobile_ep.passes import fold_constants
-from mobile_ep.passes.tidy import tidied
 from mobile_ep.passes.partition import PartitionPass
+from mobile_ep.passes.tidy import tidied
 
 __all__ = ["CpuFusion", "fuse_cpu_nodes", "fuse_and_write", "partition_written", "save_work_copy", "weights_folder"]
 

@@ -12,7 +12,9 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 
-import onnx
+import onnx_ir as ir
+
+from mobile_ep import model_io as mir
 
 __all__ = ["InterfaceChange", "Signature", "interface_changes", "signature", "describe"]
 
@@ -54,38 +56,40 @@ class InterfaceChange:
         return dataclasses.asdict(self)
 
 
-def _dims(value: onnx.ValueInfoProto) -> tuple[int | str, ...] | None:
-    tensor = value.type.tensor_type
-    if not tensor.HasField("shape"):
+def _dims(value: ir.Value) -> tuple[int | str, ...] | None:
+    if value.shape is None:
         return None
-    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim)
+    return tuple(d if isinstance(d, int) else (d.value or "?") for d in value.shape)
 
 
-def _dtype(value: onnx.ValueInfoProto) -> str:
-    if not value.type.HasField("tensor_type"):
-        return value.type.WhichOneof("value") or "?"
-    elem = value.type.tensor_type.elem_type
+def _dtype(value: ir.Value) -> str:
+    if value.dtype is None:
+        return str(value.type) if value.type is not None else "?"
     try:
-        return onnx.helper.tensor_dtype_to_np_dtype(elem).name
-    except (KeyError, ValueError, TypeError):
-        return onnx.TensorProto.DataType.Name(elem).lower()
+        return value.dtype.numpy().name
+    except (TypeError, ValueError, AttributeError):
+        return value.dtype.name.lower()
 
 
-def signature(model: onnx.ModelProto) -> tuple[list[Signature], list[Signature]]:
+def _signature(value: ir.Value) -> Signature:
+    return Signature(value.name or "", _dtype(value), _dims(value))
+
+
+def signature(model: ir.Model) -> tuple[list[Signature], list[Signature]]:
     """The graph inputs (initializers aside) and outputs of *model*."""
     graph = model.graph
-    weights = {t.name for t in graph.initializer}
-    inputs = [Signature(v.name, _dtype(v), _dims(v)) for v in graph.input if v.name not in weights]
-    return inputs, [Signature(v.name, _dtype(v), _dims(v)) for v in graph.output]
+    return [_signature(v) for v in graph.inputs if not v.is_initializer()], [_signature(v) for v in graph.outputs]
 
 
-def _load(model: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
-    if isinstance(model, onnx.ModelProto):
+def _load(model: object) -> ir.Model:
+    if isinstance(model, ir.Model):
         return model
-    return onnx.load(os.fspath(model), load_external_data=False)
+    if isinstance(model, (str, os.PathLike)):
+        return mir.load(model, shapes=False, check=False)
+    return ir.serde.deserialize_model(model)  # a ModelProto, as the pipeline read it
 
 
-def interface_changes(original: onnx.ModelProto | str | os.PathLike, written: onnx.ModelProto | str | os.PathLike,
+def interface_changes(original: object, written: object,
                       consts: Mapping[str, Sequence[float]] | None = None) -> list[InterfaceChange]:
     """Every difference between *original*'s inputs and outputs and *written*'s (models or paths; weights are
     not read), in the original's order; *consts*: the ``--const`` values, named in the notes."""
@@ -118,7 +122,7 @@ def interface_changes(original: onnx.ModelProto | str | os.PathLike, written: on
     return changes
 
 
-def describe(model: onnx.ModelProto | str | os.PathLike) -> str:
+def describe(model: object) -> str:
     """The written model's inputs, as the app feeds them: ``input float32 [1,512], state float32 [2,1,128]``."""
     inputs, _ = signature(_load(model))
     return ", ".join(s.text() for s in inputs)

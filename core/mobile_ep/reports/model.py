@@ -22,9 +22,9 @@ from mobile_ep.reports import nodegraph
 
 if TYPE_CHECKING:
     from mobile_ep import runtime
-    from mobile_ep.reports.interface import InterfaceChange
     from mobile_ep.passes.fuse_cpu import CpuFusion
     from mobile_ep.passes.to_epcontext import CompileResult
+    from mobile_ep.reports.interface import InterfaceChange
 
 __all__ = ["NodeReason", "PartitionReport", "BackendReport", "CombinedReport", "CheckReport", "ConvertReport",
            "Cause", "causes", "backend_report", "combined_report", "suggestions", "dynamic_inputs", "suggest_shapes", "name_formulas",
