@@ -52,7 +52,12 @@ def test_check_combines_the_backends_of_each_platform(vad):
 
 
 @pytest.mark.skipif(not has_backend("example"), reason="needs the example plugin")
-def test_a_backend_without_a_platform_joins_every_platform(vad):
-    data = json.loads(CliRunner().invoke(main, ["check", str(vad), "--ep", "nnapi,coreml,example", "--json"]).stdout)
+def test_a_backend_without_a_platform_joins_every_platform(vad, tmp_path):
+    html = tmp_path / "vad.html"
+    data = json.loads(CliRunner().invoke(main, ["check", str(vad), "--ep", "nnapi,coreml,example", "--json",
+                                                "--html", str(html)]).stdout)
     assert data["combined"]["order"] == ["nnapi", "example"]
     assert [c["order"] for c in data["combined_other_platforms"]] == [["coreml", "example"]]
+    page = html.read_text()
+    assert "All together on android, in priority order nnapi &gt; example" in page
+    assert "All together on ios, in priority order coreml &gt; example" in page

@@ -575,11 +575,11 @@ def _check_tables(report: CheckReport) -> tuple[str, str]:
     if report.shape_changes:
         fixed = ", ".join(f"{k} {old} → {new}" for k, (old, new) in report.shape_changes.items())
         extra.append(f"<p class='line'>Shapes fixed for the after-convert view: {_e(fixed)}</p>")
-    if report.combined is not None and len(report.backends) > 1:
-        placement = ", ".join(f"{k}: {v}" for k, v in report.combined.placement.items())
-        where = f" on {report.combined.platform}" if report.combined.platform != "any" else ""
-        extra.append(f"<p class='line'>All together{_e(where)}, in priority order {_e(' > '.join(report.combined.order))}: "
-                     f"{_e(placement)} nodes.</p>")
+    for together in [report.combined, *report.other_platforms] if report.combined is not None else []:
+        placement = ", ".join(f"{k}: {v}" for k, v in together.placement.items())
+        where = f" on {together.platform}" if together.platform != "any" else ""
+        extra.append(f"<p class='line'>All together{_e(where)}, in priority order {_e(' > '.join(together.order))}"
+                     f": {_e(placement)} nodes.</p>")
     hints = [h for b in report.backends.values() for h in b.suggestions]
     if hints:
         extra.append(f"<p class='line hints'>{_e(hints[0])}"
