@@ -57,11 +57,18 @@ def test_every_backend_section_gives_the_concrete_shape_line(strided):
         assert "--shape images=1,3,H,W" in section, section
 
 
-def test_a_backend_taking_every_dynamic_node_still_gets_the_shape_line(tmp_path):
+@pytest.mark.parametrize("refused", [False, True])
+def test_a_backend_taking_the_dynamic_nodes_gets_the_shape_line_unless_it_takes_all(tmp_path, refused):
+    """Core ML takes nodes with dynamic shapes: its section names the --shape when it leaves a node on the CPU
+    (for another reason), and says nothing of shapes when it takes every node."""
     rng = np.random.default_rng(0)
     nodes = [helper.make_node("Conv", ["images", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c"], ["out"], name="relu")]
-    model = make_model(nodes, [tensor("images", ["N", 3, "H", "W"])], [tensor("out", ["N", 4, "H", "W"])],
+    outputs = [tensor("out", ["N", 4, "H", "W"])]
+    if refused:  # an op Core ML has no rule for
+        nodes.append(helper.make_node("Equal", ["out", "out"], ["same"], name="same"))
+        outputs.append(tensor("same", ["N", 4, "H", "W"], onnx.TensorProto.BOOL))
+    model = make_model(nodes, [tensor("images", ["N", 3, "H", "W"])], outputs,
                        [const("w", rng.normal(size=(4, 3, 3, 3)).astype(np.float32)),
                         const("b", np.zeros(4, np.float32))])
     path = tmp_path / "cnn.onnx"
@@ -69,5 +76,7 @@ def test_a_backend_taking_every_dynamic_node_still_gets_the_shape_line(tmp_path)
     run = CliRunner().invoke(main, ["check", str(path), "--ep", "coreml"])
     assert run.exit_code == 0, run.output
     text = " ".join(run.stdout.split())
-    assert "2/2 nodes claimed" in text
-    assert "input shapes are dynamic: --shape images=1,3,H,W (the sizes your app feeds)" in text
+    assert "2/3 nodes claimed" in text if refused else "2/2 nodes claimed" in text
+    line = "input shapes are dynamic: --shape images=1,3,H,W (the sizes your app feeds)"
+    assert (line in text) is refused
+    assert ("--shape" in text) is refused

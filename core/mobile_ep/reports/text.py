@@ -132,7 +132,7 @@ def backend_text(report: BackendReport, *, verbose: bool = False, width: int | N
     if verbose and report.options:
         lines.extend(out.wrap("options: " + " ".join(f"{k}={v}" for k, v in report.options.items()), "  "))
     lines.extend(cause_lines(report, out, after=after))
-    if report.shape_fix and not any(c.kind == "dynamic" for c in causes(report)):
+    if report.shape_fix and report.unsupported and not any(c.kind == "dynamic" for c in causes(report)):
         lines.extend(out.wrap(f"input shapes are dynamic: {report.shape_fix} (the sizes your app feeds) gives "
                               f"{report.backend} static shapes and the cost model its numbers", "    ", "      "))
     for hint in report.const_fix:
