@@ -157,10 +157,10 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
                     not_verified = exc
         if const_dir is not None:
             const_dir.cleanup()
+        changed, app_inputs = interface.app_interface(proto, paths["onnx"], opts.consts)
         result = reports.ConvertReport(str(source), backend.name, {k: str(v) for k, v in paths.items()}, report,
                                        checked, before_report, changes, timer.timings, fusion, compiled=compiled,
-                                       interface=interface.interface_changes(proto, paths["onnx"], opts.consts),
-                                       app_inputs=interface.describe(paths["onnx"]))
+                                       interface=changed, app_inputs=app_inputs)
         stage.relocate(result, checked, compiled)  # (the report names the files where they end up)
         written = result.as_dict()
         if not_verified is not None:

@@ -50,7 +50,7 @@ def _scalar(value: ir.Value) -> bool:
 
 def const_candidates(model: ir.Model) -> list[ConstCandidate]:
     """The model's non-float scalar inputs and the nodes their value reaches as integer values."""
-    order = {id(node): i for i, node in enumerate(ir.traversal.RecursiveGraphIterator(model.graph))}
+    order: dict[int, int] = {}
     found = []
     for value in model.graph.inputs:
         if value.is_initializer() or not _scalar(value):
@@ -70,6 +70,8 @@ def const_candidates(model: ir.Model) -> list[ConstCandidate]:
                 if top.op_type in _CONTROL_FLOW:
                     continue
                 pending.extend(v for v in top.outputs if v.dtype is not None and v.dtype not in _FLOATS)
+        if not order:  # (the graph is numbered only for a model with a scalar input)
+            order.update((id(node), i) for i, node in enumerate(model.graph))
         nodes = sorted(reached.values(), key=lambda n: order.get(id(n), 0))
         if nodes:
             found.append(ConstCandidate(value.name or "", value.dtype.name.lower() if value.dtype else "?",

@@ -16,7 +16,7 @@ import onnx_ir as ir
 
 from mobile_ep import model_io as mir
 
-__all__ = ["InterfaceChange", "Signature", "interface_changes", "signature", "describe"]
+__all__ = ["InterfaceChange", "Signature", "interface_changes", "signature", "describe", "app_interface"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,3 +126,10 @@ def describe(model: object) -> str:
     """The written model's inputs, as the app feeds them: ``input float32 [1,512], state float32 [2,1,128]``."""
     inputs, _ = signature(_load(model))
     return ", ".join(s.text() for s in inputs)
+
+
+def app_interface(original: object, written: object, consts: Mapping[str, Sequence[float]] | None = None
+                  ) -> tuple[list[InterfaceChange], str]:
+    """:func:`interface_changes` and :func:`describe` of the written model, read once."""
+    model = _load(written)
+    return interface_changes(original, model, consts), describe(model)
