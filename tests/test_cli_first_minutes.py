@@ -48,6 +48,7 @@ def test_list_verbose_aligned_wrapped_cli_values_and_rule_versions(monkeypatch):
     starts = {re.match(r"    -O \S+\s+", line).end() for line in options if re.match(r"    -O \S+\s+\S", line)}
     assert len(starts) == 1  # the help column starts at one place
     text = " ".join(run.output.split())
-    assert "rules follow onnxruntime 1.30's EP" in text
-    assert "rules follow onnxruntime-qnn 2.7 (QNN SDK 2.51)'s EP" in text
+    assert "rules taken from the EP of onnxruntime 1.30: an app's ORT Mobile of that release or newer" in text
+    assert "rules taken from the EP of onnxruntime-qnn 2.7 (QNN SDK 2.51)" in text
+    assert "so the app needs ORT Mobile 1." in text
     assert "platform: android" in text and "platform: ios" in text

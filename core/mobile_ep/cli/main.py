@@ -642,9 +642,9 @@ def _backend_details(backend) -> str:
     if rules_from:
         writer = importlib.metadata.version("onnxruntime")
         lines.extend(textwrap.wrap(
-            f"rules follow {rules_from}'s EP: an app's ORT Mobile of that release or newer claims at least these "
-            f"nodes (a newer EP may claim more); its .ort is written by onnxruntime {writer}, so the app needs "
-            f"ORT Mobile {writer} or newer", width, initial_indent="    ", subsequent_indent="      "))
+            f"rules taken from the EP of {rules_from}: an app's ORT Mobile of that release or newer claims at "
+            f"least these nodes (a newer EP may claim more); the .ort is written by onnxruntime {writer}, so the "
+            f"app needs ORT Mobile {writer} or newer", width, initial_indent="    ", subsequent_indent="      "))
     options = [(f"-O {backend.name}.{option}={default}", help_text)
                for option, default, help_text in backend.describe_options()]
     column = min(max((len(o) for o, _ in options), default=0), 34)
