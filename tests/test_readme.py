@@ -62,9 +62,9 @@ def fenced(text: str, lang: str) -> list[str]:
     return re.findall(rf"^```{lang}\n(.*?)^```", text, re.S | re.M)
 
 
-def one_block(lang: str) -> str:
-    blocks = fenced(readme(), lang)
-    assert len(blocks) == 1, f"expected one ```{lang} block in README.md, found {len(blocks)}"
+def one_block(lang: str, containing: str = "") -> str:
+    blocks = [b for b in fenced(readme(), lang) if containing in b]
+    assert len(blocks) == 1, f"expected one ```{lang} block with {containing!r} in README.md, found {len(blocks)}"
     return blocks[0]
 
 
@@ -134,7 +134,7 @@ def test_performance_page_has_commands_and_number_markers():
 def test_kotlin_snippet_matches_the_setup_conversion(tmp_path):
     import onnxruntime
 
-    kotlin = one_block("kotlin")
+    kotlin = one_block("kotlin", ".nnapi.ort")
     out = setup_conversion("nnapi", tmp_path)
     name = model_file(kotlin)
     assert name.endswith(".nnapi.ort") and (out / name).is_file(), sorted(p.name for p in out.iterdir())
@@ -160,6 +160,45 @@ def test_kotlin_snippet_matches_the_setup_conversion(tmp_path):
         data = (out / name).read_bytes()
         version = InferenceSession.InferenceSession.GetRootAsInferenceSession(data, 0).OrtVersion().decode()
         assert version == stated.group(1)
+
+
+@pytest.mark.skipif(not has("mobile_ep_qnn"), reason="the QNN backend is not installed")
+def test_qnn_kotlin_snippet_matches_the_qnn_conversion_and_its_compiled_model(tmp_path):
+    """QNN is a first-class backend: named in the intro, installed in the set-up section, in the commands, and
+    its Kotlin snippet loads what `convert --ep qnn --compile` writes (the .ort and the EPContext model)."""
+    text = readme()
+    assert "Qualcomm **QNN**" in text.split("## What it does")[0]
+    assert "pip install ./plugins/qnn && mobile-ep convert --ep qnn --compile" in "\n".join(fenced(text, "sh"))
+    assert "--ep nnapi,qnn" in text.split("## Commands")[1].split("## Backends")[0]
+    kotlin = one_block("kotlin", ".qnn.ort")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "mobile_ep.cli", "convert", "--ep", "qnn", "--compile", "-o",
+                           str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    names = re.findall(r'"([\w.\-]+\.(?:ort|onnx))"', kotlin)
+    assert sorted(names) == ["mobilenet_sample.qnn.compiled.onnx", "mobilenet_sample.qnn.ort"]
+    binary = re.search(r"`(mobilenet_sample\.qnn\.compiled_qnn\.bin)`", text).group(1)
+    assert (out / binary).is_file()
+    fed = re.findall(r'"([^"]+)"\s+to\b(?! "htp")', kotlin)
+    fed = [name for name in fed if name != "backend_type"]
+    read = re.findall(r'\.get\("([^"]+)"\)', kotlin)
+    shape = [int(d) for d in re.search(r"longArrayOf\(([\d,\s]+)\)", kotlin).group(1).split(",")]
+    for name in names:
+        assert (out / name).is_file(), sorted(p.name for p in out.iterdir())
+        inputs, outputs = io_of(out / name) if name.endswith(".ort") else io_of_onnx(out / name)
+        assert fed and set(fed) == set(inputs)
+        assert read and set(read) <= set(outputs)
+        assert shape == inputs[fed[0]]
+
+
+def io_of_onnx(path: pathlib.Path) -> tuple[dict[str, list], list[str]]:
+    """The graph inputs and outputs of a model file (an EPContext model needs the QNN EP to be loaded)."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    weights = {t.name for t in graph.initializer}
+    return ({v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in graph.input if v.name not in weights},
+            [v.name for v in graph.output])
 
 
 @pytest.mark.skipif(not has("mobile_ep_coreml"), reason="the Core ML backend is not installed")

@@ -18,6 +18,7 @@ of :mod:`mobile_ep.errors`, whose ``exit_code`` is the command's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import pathlib
 import tempfile
@@ -35,8 +36,8 @@ from mobile_ep.passes import const_inputs, export, fuse_cpu, load, to_epcontext
 from mobile_ep.passes import verify as verification
 from mobile_ep.passes.legalize import LegalizePass
 from mobile_ep.passes.partition import PartitionPass, analyze
+from mobile_ep.reports import const_hints, interface, nodegraph
 from mobile_ep.reports import model as reports
-from mobile_ep.reports import nodegraph
 
 __all__ = ["check", "convert", "resolve_backends"]
 
@@ -82,11 +83,13 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
                     after[backend.name] = _after_convert(mine, backend, opts, work)
                 if const_dir is not None:
                     const_dir.cleanup()
-        dynamic = reports.dynamic_inputs(as_is)
+        dynamic = reports.still_dynamic(reports.dynamic_inputs(as_is), opts.shapes, opts.dims, opts.consts)
         for name, report in before.items():
-            report.suggestions = reports.suggestions(report, after.get(name), dynamic)
-        combined = reports.combined_report(together) if together is not None else None
-        result = reports.CheckReport(str(model), len(as_is.graph), before, combined, after, changes, timer.timings)
+            report.suggestions = reports.suggestions(report, after.get(name), dynamic, beside=report)
+            const_hints.attach(as_is, report, after.get(name))
+        combined = [reports.combined_report(proposal, backends) for proposal in together]  # (one per platform)
+        result = reports.CheckReport(str(model), len(as_is.graph), before, combined[0] if combined else None, after,
+                                     changes, timer.timings, other_platforms=combined[1:])
     return _with_html(result, html, node_data)
 
 
@@ -121,7 +124,7 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
                 before = PartitionPass(backend, Options(strict=opts.strict))
                 before(as_is)
                 before_report = reports.backend_report(backend, before.proposal, before.nodes, model=as_is)
-                dynamic = reports.dynamic_inputs(as_is)
+                dynamic = reports.still_dynamic(reports.dynamic_inputs(as_is), opts.shapes, opts.dims, opts.consts)
                 legalized, planned, rewrites = _legalize_and_partition(fixed, backend, opts)
             stage.create()
             ort_file = export.OrtExport()
@@ -143,6 +146,7 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
             report = reports.backend_report(backend, written_partition.proposal, written_partition.nodes,
                                             written_partition.costs, model=written_model)
         report.rewrites, report.suggestions = rewrites, reports.suggestions(before_report, report, dynamic)
+        const_hints.attach(as_is, report, before_report)
         checked, not_verified = [], None
         if verify:
             with timer("verify"):
@@ -153,8 +157,10 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
                     not_verified = exc
         if const_dir is not None:
             const_dir.cleanup()
+        changed, app_inputs = interface.app_interface(proto, paths["onnx"], opts.consts)
         result = reports.ConvertReport(str(source), backend.name, {k: str(v) for k, v in paths.items()}, report,
-                                       checked, before_report, changes, timer.timings, fusion, compiled=compiled)
+                                       checked, before_report, changes, timer.timings, fusion, compiled=compiled,
+                                       interface=changed, app_inputs=app_inputs)
         stage.relocate(result, checked, compiled)  # (the report names the files where they end up)
         written = result.as_dict()
         if not_verified is not None:
@@ -214,9 +220,12 @@ def resolve_backends(options: Options, plugins: Plugins | None = None) -> list[B
     """The backends *options* name (if none, every installed one a command uses unnamed: ``selected_by_default``),
     configured with their options."""
     plugins = plugins or make_plugins()
-    names = list(options.backends) or [name for name, b in plugins.backends().items() if b.selected_by_default]
+    names = [plugins.canonical_name(name) for name in options.backends] or \
+        [name for name, b in plugins.backends().items() if b.selected_by_default]
     if not names:
         raise BackendError("no backends are installed (install mobile-ep-nnapi or mobile-ep-coreml)")
+    given = {plugins.canonical_name(name, strict=False): values for name, values in options.backend_options.items()}
+    options = dataclasses.replace(options, backends=tuple(names), backend_options=given)  # (names as installed)
     unknown = set(options.backend_options) - set(names)
     if unknown:
         raise UsageError(f"options given for backend(s) not selected: {', '.join(sorted(unknown))}")

@@ -43,7 +43,7 @@ def test_list_shows_the_example_backend_and_its_package():
     assert result.returncode == 0, result.stderr
     line = next(ln for ln in result.stdout.splitlines() if ln.startswith("example "))
     assert line.split() == ["example", "0.1.0", "NCHW", "5", "ops", "mobile-ep-example-npu", "0.1.0"]
-    assert "-O example.allow_broadcast=True" in result.stdout
+    assert "-O example.allow_broadcast=true" in result.stdout
 
 
 def test_ops_table_is_generated_from_the_rules():

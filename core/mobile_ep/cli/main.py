@@ -492,6 +492,7 @@ def convert(state: _State, models: tuple[pathlib.Path, ...], ep: str, output: pa
     from mobile_ep.reports import text as report
 
     options = _options(state, ep, option_values, shapes, dims, max_partitions, min_nodes, legalize, cost_model)
+    _refuse_model_name(output)
     if batch.is_batch(models):
         _convert_many(state, models, output, options, verify, seed, compile_, as_json, html_path, jobs)
         return
@@ -502,20 +503,33 @@ def convert(state: _State, models: tuple[pathlib.Path, ...], ep: str, output: pa
         result = api.convert(path, ep, output, options=options, plugins=state.plugins, verify=verify, seed=seed,
                              compile=compile_)
     _show(state, result, html_path, as_json, report.convert_text)
-    _compile_warning(state, result)
+    if not _compile_warning(state, result):  # (one warning: a --compile of nothing says why already)
+        _compile_warning(state, result, report.nothing_gained)
 
 
-def _compile_warning(state: _State, result: ConvertReport) -> None:
-    """``--compile`` that compiled nothing: a warning (an error with --strict)."""
+_MODEL_SUFFIXES = (".onnx", ".ort", ".pb", ".mlmodel", ".mlpackage", ".tflite")
+
+
+def _refuse_model_name(output: pathlib.Path) -> None:
+    """``-o vad.onnx``: -o names a folder; a name ending in a model suffix is a mistake (unless that folder exists)."""
+    if output.suffix.lower() in _MODEL_SUFFIXES and not output.is_dir():
+        raise UsageError(f"-o {output}: -o names the output folder (convert writes <model>.<ep>.onnx, .ort and "
+                         f"report.json into it), not a model file; give a folder, e.g. -o {output.parent / 'out'}")
+
+
+def _compile_warning(state: _State, result: ConvertReport, warn: Callable[..., str | None] | None = None) -> bool:
+    """``--compile`` that compiled nothing (or *warn*'s warning): a warning (an error with --strict); whether
+    there was one."""
     from mobile_ep.errors import BackendError
     from mobile_ep.reports import text as report
 
-    warning = report.compile_warning(result)
+    warning = (warn or report.compile_warning)(result)
     if warning is None:
-        return
+        return False
     if state.strict:
         raise BackendError(f"{warning} (--strict)")
     click.echo(f"mobile-ep: warning: {escape(warning, one_line=True)}", err=True)
+    return True
 
 
 def _convert_many(state: _State, arguments: Sequence[pathlib.Path], output: pathlib.Path, options: Options,
@@ -653,12 +667,39 @@ def list_(state: _State, verbose: int) -> None:
         click.echo(f"{name:<10} {backend.version:<8} {backend.preferred_layout:<5} {len(backend.rules):>4} ops  "
                    f"{plugins.origin(name)}")
         if state.verbose or verbose:
-            if backend.description:
-                click.echo(f"    {backend.description}")
-            for option, default, help_text in backend.describe_options():
-                click.echo(f"    -O {name}.{option}={default:<12} {help_text}")
+            click.echo(_backend_details(backend), nl=False)
     for error in plugins.errors:
         click.echo(f"broken plugin {error.plugin!r}: {error.message}", err=True)
+
+
+def _backend_details(backend) -> str:
+    """``list -v``: a backend's description, platform, the onnxruntime its rules follow and its options (the
+    option column aligned, the help wrapped under it; values as -O takes them)."""
+    import importlib.metadata
+    import shutil
+    import textwrap
+
+    width = max(60, shutil.get_terminal_size((100, 24)).columns)
+    lines = textwrap.wrap(backend.description, width, initial_indent="    ", subsequent_indent="    ")
+    platform = getattr(backend, "platform", "any") or "any"
+    lines.append(f"    platform: {platform}")
+    rules_from = getattr(backend, "rules_from", "")
+    if rules_from:
+        writer = importlib.metadata.version("onnxruntime")
+        lines.extend(textwrap.wrap(
+            f"rules taken from the EP of {rules_from}: an app's ORT Mobile of that release or newer claims at "
+            f"least these nodes (a newer EP may claim more); the .ort is written by onnxruntime {writer}, so the "
+            f"app needs ORT Mobile {writer} or newer", width, initial_indent="    ", subsequent_indent="      "))
+    options = [(f"-O {backend.name}.{option}={default}", help_text)
+               for option, default, help_text in backend.describe_options()]
+    column = min(max((len(o) for o, _ in options), default=0), 34)
+    for option, help_text in options:
+        if len(option) > column:  # (a long value: its help starts on the next line)
+            lines.append(f"    {option}")
+            option = ""
+        lines.extend(textwrap.wrap(help_text, width, initial_indent=f"    {option:<{column}}  ",
+                                   subsequent_indent=" " * (column + 6)) or [f"    {option}"])
+    return "\n".join(lines) + "\n"
 
 
 def _env_blocked() -> bool:

@@ -89,6 +89,13 @@ class Backend:
     #: The plugin API this backend is written for (``mobile_ep.PLUGIN_API_VERSION``): ``N``, or an
     #: inclusive range ``(LOW, HIGH)``; ``None`` declares nothing.  Checked when the backend registers.
     plugin_api: ClassVar[int | tuple[int, int] | None] = None
+    #: Where the backend's EP runs: ``"android"``, ``"ios"``, or ``"any"`` (the default: a backend that names
+    #: no platform is grouped with every one).  Fixes that offer another backend, and the backends registered
+    #: together, stay within one platform.
+    platform: ClassVar[str] = "any"
+    #: The onnxruntime release whose EP the rules follow (``"onnxruntime 1.30"``; empty: not said), shown by
+    #: ``mobile-ep list -v``.
+    rules_from: ClassVar[str] = ""
     #: Seconds this backend's rules need on one model at most, when more than the rule budget a user sets
     #: (``--rule-budget``): a backend that asks a real EP about the whole model (:mod:`mobile_ep.ep_libraries`
     #: answers within its own time limit).  ``None``: the user's budget.
@@ -167,6 +174,8 @@ class Backend:
 def format_option(value: Any) -> str:
     """An option value as text, the way :func:`parse_options` reads it back (enums by value, sequences
     comma-separated): for ``mobile-ep list``, reports and the backend's option help."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, enum.Enum):
         return str(value.value)
     if isinstance(value, (tuple, list, frozenset)):

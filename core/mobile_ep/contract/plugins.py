@@ -189,17 +189,32 @@ class Plugins:
         return found
 
     def backend(self, name: str) -> Backend:
+        return self.backends()[self.canonical_name(name)]
+
+    def canonical_name(self, name: str, *, strict: bool = True) -> str:
+        """The installed backend's name for *name*, whatever its case (``coreML`` -> ``coreml``); an unknown
+        name is a usage error with the closest installed names (*strict*), or is returned as it is."""
         backends = self.backends()
-        if name not in backends:
-            known = ", ".join(sorted(backends)) or "none installed"
-            hint = ""
-            broken = [e for e in self.errors if e.plugin == name]
-            if broken:
-                hint = f" (plugin {name!r} {broken[0].message})"
-            elif _blocked_names() is not None:
-                hint = f" ({DISABLE_ENV} is set)"
-            raise UsageError(f"unknown backend {name!r}; available: {known}{hint}")
-        return backends[name]
+        if name in backends:
+            return name
+        folded = {known.casefold(): known for known in backends}
+        if name.casefold() in folded:
+            return folded[name.casefold()]
+        if not strict:
+            return name
+        import difflib
+
+        known = ", ".join(sorted(backends)) or "none installed"
+        hint = ""
+        broken = [e for e in self.errors if e.plugin == name]
+        close = difflib.get_close_matches(name.casefold(), list(folded), n=2, cutoff=0.6)
+        if broken:
+            hint = f" (plugin {name!r} {broken[0].message})"
+        elif close:
+            hint = f"; did you mean {' or '.join(repr(folded[c]) for c in close)}?"
+        elif _blocked_names() is not None:
+            hint = f" ({DISABLE_ENV} is set)"
+        raise UsageError(f"unknown backend {name!r}; available: {known}{hint}")
 
     def origin(self, backend_name: str) -> str:
         return self._origins.get(backend_name, "")

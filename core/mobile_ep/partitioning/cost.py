@@ -6,7 +6,8 @@ inputs and outputs).  The time saved on the accelerator, ``flops / cpu_rate * (1
 exceed the time spent copying and dispatching, ``bytes / copy_rate + dispatch``.  The constants are
 per backend (:meth:`Backend.cost_params`), deliberately round, and documented in the README: the model
 ranks partitions and catches the hopeless ones (one Add between two copies), it does not predict
-latency.
+latency.  A partition with dynamic shapes (a node's output, or a value crossing its boundary) has an
+unknown cost: it is shown as unknown and decides nothing (the partition is kept, ranked after the known).
 """
 
 from __future__ import annotations
@@ -32,12 +33,18 @@ class PartitionCost:
     overhead_us: float
     kept: bool = True
     reason: str = ""
+    #: False when dynamic shapes leave the FLOPs or the bytes copied unknown: the numbers above are then
+    #: meaningless (shown as unknown) and the cost decides nothing.
+    known: bool = True
 
     @property
     def net_us(self) -> float:
         return self.saving_us - self.overhead_us
 
     def as_dict(self) -> dict:
+        if not self.known:
+            return {"nodes": self.nodes, "flops": None, "boundary_bytes": None, "estimated_saving_us": None,
+                    "estimated_overhead_us": None, "kept": self.kept, "reason": self.reason, "known": False}
         return {
             "nodes": self.nodes,
             "flops": int(self.flops),
@@ -53,6 +60,11 @@ def _numel(shape: tuple[int | None, ...] | None) -> int:
     if shape is None or None in shape:
         return 0
     return int(math.prod(shape))  # type: ignore[arg-type]
+
+
+def _static(value: ir.Value | None, ctx: RuleContext) -> bool:
+    shape = ctx.shape(value) if value is not None else ()
+    return shape is not None and None not in shape
 
 
 def _bytes(value: ir.Value, ctx: RuleContext) -> int:
@@ -113,7 +125,9 @@ def partition_cost(partition: Partition, ctx: RuleContext, params: CostParams) -
     boundary += sum(_bytes(value, ctx) for value in partition.outputs)
     saving = flops / (params.cpu_gflops * 1e3) * (1.0 - 1.0 / params.speedup)
     overhead = boundary / (params.copy_gbps * 1e3) + params.dispatch_us
-    return PartitionCost(len(partition.nodes), flops, boundary, saving, overhead)
+    known = all(_static(node.outputs[0], ctx) for node in partition.nodes if node.outputs) and all(
+        _static(v, ctx) for v in (*partition.inputs, *partition.outputs) if not ctx.is_constant(v))
+    return PartitionCost(len(partition.nodes), flops, boundary, saving, overhead, known=known)
 
 
 def select_partitions(
@@ -130,6 +144,8 @@ def select_partitions(
     for cost in costs:
         if min_nodes is not None and cost.nodes < min_nodes:
             cost.kept, cost.reason = False, f"fewer than --min-nodes {min_nodes} nodes"
+        elif not cost.known:
+            cost.reason = "cost unknown: dynamic shapes (give --shape to estimate it); kept"
         elif use_cost and cost.net_us < 0:
             cost.kept = False
             cost.reason = (f"not worth its copies: saves ~{cost.saving_us:.1f} us of compute, costs "
@@ -137,7 +153,8 @@ def select_partitions(
         else:
             cost.reason = f"saves ~{cost.net_us:.1f} us net"
     if max_partitions is not None:
-        ranked = sorted((c for c in costs if c.kept), key=lambda c: (-c.net_us, -c.nodes))
+        ranked = sorted((c for c in costs if c.kept), key=lambda c: (not c.known, -c.net_us if c.known else 0,
+                                                                      -c.nodes))
         for cost in ranked[max_partitions:]:
             cost.kept, cost.reason = False, f"beyond --max-partitions {max_partitions} (ranked by estimated saving)"
     return costs

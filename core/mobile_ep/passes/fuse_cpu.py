@@ -22,6 +22,7 @@ from mobile_ep.export import ort_format
 from mobile_ep.options import Options
 from mobile_ep.passes import fold_constants
 from mobile_ep.passes.partition import PartitionPass
+from mobile_ep.passes.tidy import tidied
 
 __all__ = ["CpuFusion", "fuse_cpu_nodes", "fuse_and_write", "partition_written", "save_work_copy", "weights_folder"]
 
@@ -64,7 +65,7 @@ def fuse_and_write(model: ir.Model, partition: PartitionPass, options: Options, 
     claimed = {n.name or "" for p in partition.proposal.partitions for n in p.nodes}
     kept = partition.kept_nodes()
     total = len(model.graph)
-    save = save_work_copy if by_reference else mir.save
+    save = tidied(save_work_copy if by_reference else mir.save)  # (no dead weights or opsets written)
     if not options.fuse_cpu or len(claimed) == total:
         save(model, target)
         return None, None

@@ -17,6 +17,7 @@ from mobile_ep.contract import Backend, NodeUnit, RuleContext, Support, op_label
 from mobile_ep.errors import BackendError
 from mobile_ep.options import Options
 from mobile_ep.partitioning.cost import PartitionCost, select_partitions
+from mobile_ep.partitioning.platforms import platform_groups
 from mobile_ep.partitioning.propose import BackendProposal, Proposal, graph_index, propose
 
 __all__ = ["PartitionPass", "isolate_faults", "analyze"]
@@ -86,9 +87,10 @@ class PartitionPass(ir.passes.InPlacePass):
 
 
 def analyze(model: ir.Model, backends: Sequence[Backend], *, strict: bool = False
-            ) -> tuple[list[tuple[BackendProposal, list[ir.Node], list[PartitionCost]]], Proposal | None]:
-    """Each backend alone on *model* (its proposal, the nodes, the costs), and all of them together in priority
-    order (None for a single backend), as ORT does with several EPs registered."""
+            ) -> tuple[list[tuple[BackendProposal, list[ir.Node], list[PartitionCost]]], list[Proposal]]:
+    """Each backend alone on *model* (its proposal, the nodes, the costs), and the backends of each platform
+    together in priority order, as ORT does with several EPs registered (one proposal per platform with more
+    than one backend: :func:`~mobile_ep.partitioning.platforms.platform_groups`)."""
     on_error = isolate_faults(strict)
     index = graph_index(model)  # (the model does not change here: one index for every proposal)
     alone, singles = [], []
@@ -98,8 +100,10 @@ def analyze(model: ir.Model, backends: Sequence[Backend], *, strict: bool = Fals
         found = proposal.per_backend[backend.name]
         costs = select_partitions(found.partitions, RuleContext(model, backend), backend.cost_params())
         alone.append((found, proposal.nodes, costs))
-    together = None
-    if len(backends) > 1:  # the rules' answers are those of the runs above: only the grouping is redone
-        answers = {name: answer for p in singles for name, answer in p.answers.items()}
-        together = propose(model, backends, on_error=on_error, answers=answers, first=singles[0], index=index)
+    together = []
+    answers = {name: answer for p in singles for name, answer in p.answers.items()}
+    for _platform, group in platform_groups(backends):
+        if len(group) > 1:  # the rules' answers are those of the runs above: only the grouping is redone
+            together.append(propose(model, group, on_error=on_error, answers=answers,
+                                    first=singles[list(backends).index(group[0])], index=index))
     return alone, together

@@ -61,6 +61,7 @@ from mobile_ep.contract.compile import CompiledPartition, CompileError, is_compi
 from mobile_ep.errors import BackendError, UsageError
 from mobile_ep.partitioning.units import build_node_units
 from mobile_ep.passes import export, fold_constants
+from mobile_ep.reports import interface
 from mobile_ep.runtime import plan_compiled, read_context_file
 
 __all__ = [
@@ -451,7 +452,7 @@ def adapter_names(model: str | os.PathLike, compiled: str | os.PathLike, ort: st
     """The names the adapter's README and examples use: ``bundle`` (the app bundle's folder name of the compiled
     model at *compiled*), ``ort`` (the .ort file's name), ``input`` and ``output`` (the first graph input and
     output of the converted *model*, which the compiled one shares), ``input_shape`` (the input's dims, ``1``
-    for a dynamic one, comma-separated)."""
+    for a dynamic one, comma-separated), ``inputs`` (every input the app feeds, with dtype and dims)."""
     graph = mir.load(model, shapes=False, check=False).graph
     inputs = [v for v in graph.inputs if not v.is_initializer()]
     names = {"bundle": bundle_path(compiled).name, "ort": pathlib.Path(ort).name if ort else ""}
@@ -461,6 +462,7 @@ def adapter_names(model: str | os.PathLike, compiled: str | os.PathLike, ort: st
         names["input_shape"] = ", ".join(str(d) if isinstance(d, int) else "1" for d in dims)
     if graph.outputs:
         names["output"] = graph.outputs[0].name or ""
+    names["inputs"] = interface.describe(model)
     return names
 
 
@@ -469,7 +471,7 @@ def write_adapter(backend: Backend, folder: str | os.PathLike, names: dict[str, 
     """Write the backend's ``runtime_adapter()`` files under *folder* (each atomically).
 
     In its text files, ``{{mobile_ep:KEY}}`` becomes the model's own name for KEY (:func:`adapter_names`:
-    ``bundle``, ``ort``, ``input``, ``input_shape``, ``output``), so READMEs and examples name the model's
+    ``bundle``, ``ort``, ``input``, ``input_shape``, ``inputs``, ``output``), so READMEs and examples name the model's
     files, inputs and outputs.  *files*: other files than the backend's ``runtime_adapter()`` (a backend whose
     EP writes the compiled artifact itself ships its app snippet this way)."""
     target = pathlib.Path(folder)

@@ -35,6 +35,7 @@ from mobile_ep.contract.plugins import Plugins, make_plugins
 from mobile_ep.errors import MobileEpError, UsageError
 from mobile_ep.options import Options
 from mobile_ep.partitioning.cost import select_partitions
+from mobile_ep.partitioning.platforms import platform_groups, same_platform
 from mobile_ep.partitioning.propose import propose
 from mobile_ep.partitioning.units import build_node_units
 from mobile_ep.passes.load import load_for_analysis
@@ -53,7 +54,7 @@ INT_SPAN = 12
 class Alternative:
     """One change, and where the node would run with it."""
 
-    #: ``option``, ``options``, ``shape``, ``convert`` or ``backend``.
+    #: ``option``, ``options``, ``shape``, ``convert``, ``backend`` or ``const`` (``--const NAME=VALUE``).
     kind: str
     #: The change, as you would type it (``-O nnapi.api_level=29``, ``--shape x=1,3,224,224``, ``--ep coreml``).
     change: str
@@ -467,17 +468,33 @@ def _convert_alternative(node: ir.Node, backend: str, after: BackendReport | Non
 
 def _backend_alternatives(model: ir.Model, node: ir.Node, me: Backend, others: Sequence[Backend], claimed_now: bool,
                           strict: bool) -> tuple[list[Alternative], int]:
-    """Other backends that would place the node differently (on an accelerator where this one does not)."""
+    """Other backends of the same platform (an app on Android cannot switch to Core ML) that would place the node
+    differently (on an accelerator where this one does not)."""
     found = []
     tried = 0
     for other in others:
-        if other.name == me.name:
+        if other.name == me.name or not same_platform(me, other):
             continue
         tried += 1
         where = _where(model, [other], node, strict)
         if (where.runs_on is not None) != claimed_now:
             found.append(Alternative("backend", f"--ep {other.name}", where.runs_on, _outcome(where, other.name)))
     return found, tried - len(found)
+
+
+def _const_alternatives(model: ir.Model, node: ir.Node) -> list[Alternative]:
+    """``--const NAME=VALUE`` for a scalar input whose value reaches *node* through integer math or which
+    selects *node*'s branch: with the value fixed, onnxruntime folds the node away (the value is the user's)."""
+    from mobile_ep.reports.const_hints import const_candidates
+
+    found = []
+    for candidate in const_candidates(model):
+        if node.name in candidate.nodes:
+            what = "selects its branch" if node.name in candidate.selects else "feeds it through integer math"
+            found.append(Alternative("const", f"--const {candidate.input}=VALUE", None,
+                                     f"{candidate.input} ({candidate.dtype} scalar) {what}: fixed to the value your "
+                                     f"app always feeds, it folds away (an If becomes the branch it selects)"))
+    return found
 
 
 # --------------------------------------------------------------------------------------------------
@@ -543,6 +560,8 @@ def _explain(path: pathlib.Path, node: str, pipeline: Options, plugins: Plugins,
         by_backend, same = _backend_alternatives(model, target, backend, [*selected, *others],
                                                  current.runs_on is not None, strict)
         alternatives.extend(by_backend)
+        if current.runs_on is None:
+            alternatives.extend(_const_alternatives(model, target))
         if same:
             unchanged["other backends"] = same
         why = current.why
@@ -553,9 +572,10 @@ def _explain(path: pathlib.Path, node: str, pipeline: Options, plugins: Plugins,
                                                "yes" if rule else (rule.reason or "no"), current.partition,
                                                alternatives, unchanged))
     combined = None
-    if len(selected) > 1:
-        where = _where(model, selected, target, strict)
-        order = " > ".join(b.name for b in selected)
+    together = [group for _platform, group in platform_groups(selected) if len(group) > 1]
+    if together:  # (the backends one app registers: the first platform's)
+        where = _where(model, together[0], target, strict)
+        order = " > ".join(b.name for b in together[0])
         combined = (f"runs on {where.runs_on} (priority {order})" if where.runs_on
                     else f"CPU (priority {order}): {where.why}")
     return ExplainReport(

@@ -508,7 +508,7 @@ def _node_link(name: str, graph: str) -> str:
 def _cause_text(report: BackendReport, cause: Cause) -> str:
     ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in cause.ops.items())
     if cause.kind == "dynamic":
-        fix = f": fix them with {report.shape_fix}" if report.shape_fix else ": fix them with --shape or --dim"
+        fix = f": fix them with {report.shape_fix}" if report.shape_fix else ""  # (none: the user fixed them)
         return f"dynamic shapes ({ops}){fix}"
     if cause.kind == "no_rule":
         return f"{report.backend} has no rule for {ops}"
@@ -575,10 +575,11 @@ def _check_tables(report: CheckReport) -> tuple[str, str]:
     if report.shape_changes:
         fixed = ", ".join(f"{k} {old} → {new}" for k, (old, new) in report.shape_changes.items())
         extra.append(f"<p class='line'>Shapes fixed for the after-convert view: {_e(fixed)}</p>")
-    if report.combined is not None and len(report.backends) > 1:
-        placement = ", ".join(f"{k}: {v}" for k, v in report.combined.placement.items())
-        extra.append(f"<p class='line'>All together, in priority order {_e(' > '.join(report.combined.order))}: "
-                     f"{_e(placement)} nodes.</p>")
+    for together in [report.combined, *report.other_platforms] if report.combined is not None else []:
+        placement = ", ".join(f"{k}: {v}" for k, v in together.placement.items())
+        where = f" on {together.platform}" if together.platform != "any" else ""
+        extra.append(f"<p class='line'>All together{_e(where)}, in priority order {_e(' > '.join(together.order))}"
+                     f": {_e(placement)} nodes.</p>")
     hints = [h for b in report.backends.values() for h in b.suggestions]
     if hints:
         extra.append(f"<p class='line hints'>{_e(hints[0])}"
@@ -623,6 +624,10 @@ def _convert_tables(report: ConvertReport) -> tuple[str, str]:
                        + "</p>")
     else:
         summary.append("<p class='line dim'>Verification skipped (--no-verify).</p>")
+    if report.interface:
+        items = "".join(f"<li>{_e(change.text())}</li>" for change in report.interface)
+        summary.append(f"<div class='line interface'>The app's interface changed; the written model's inputs: "
+                       f"<code>{_e(report.app_inputs)}</code><ul>{items}</ul></div>")
     hints = [h for h in c.suggestions]
     if hints:
         summary.append(f"<p class='line hints'>{_e(hints[0])}</p>")

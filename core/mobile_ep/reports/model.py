@@ -15,6 +15,7 @@ import onnx_ir as ir
 
 from mobile_ep.contract import Backend, op_label
 from mobile_ep.partitioning.cost import PartitionCost
+from mobile_ep.partitioning.platforms import platform_of
 from mobile_ep.partitioning.propose import BackendProposal, Proposal
 from mobile_ep.passes.load import REFUSED_WHOLE
 from mobile_ep.reports import nodegraph
@@ -23,9 +24,11 @@ if TYPE_CHECKING:
     from mobile_ep import runtime
     from mobile_ep.passes.fuse_cpu import CpuFusion
     from mobile_ep.passes.to_epcontext import CompileResult
+    from mobile_ep.reports.interface import InterfaceChange
 
 __all__ = ["NodeReason", "PartitionReport", "BackendReport", "CombinedReport", "CheckReport", "ConvertReport",
-           "Cause", "causes", "backend_report", "combined_report", "suggestions", "dynamic_inputs", "suggest_shapes"]
+           "Cause", "causes", "backend_report", "combined_report", "suggestions", "dynamic_inputs", "suggest_shapes", "name_formulas",
+           "still_dynamic"]
 
 
 @dataclasses.dataclass
@@ -65,6 +68,11 @@ class BackendReport:
     #: The ``--shape`` arguments that would fix the model's dynamic inputs (``--shape x=1,3,H,W``), with
     #: placeholders for the sizes only the user knows; empty when no input is dynamic.
     shape_fix: str = ""
+    #: ``--const NAME=VALUE`` hints: scalar inputs whose branches or integer math stay on the CPU
+    #: (:mod:`mobile_ep.reports.const_hints`); also among the suggestions.
+    const_fix: list[str] = dataclasses.field(default_factory=list)
+    #: The platform of the backend (``android``, ``ios`` or ``any``: :attr:`mobile_ep.Backend.platform`).
+    platform: str = "any"
     #: The graph this report describes, node by node (recorded under ``nodegraph.recording()``, for the
     #: HTML report and ``explain``); not part of the JSON.
     graph: nodegraph.GraphSnapshot | None = dataclasses.field(default=None, repr=False, compare=False)
@@ -83,6 +91,7 @@ class BackendReport:
             "partitions": [dataclasses.asdict(p) for p in self.partitions],
             "unsupported": [dataclasses.asdict(u) for u in self.unsupported],
             "verdict": self.verdict,
+            "platform": self.platform,
         }
         if self.rewrites:
             result["rewrites"] = self.rewrites
@@ -102,6 +111,8 @@ class CombinedReport:
     order: list[str]
     placement: dict[str, int]  # backend name (or "cpu") -> number of nodes
     partitions: list[dict]
+    #: The platform of these backends (``android``, ``ios``; ``any`` when none names one).
+    platform: str = "any"
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -117,6 +128,8 @@ class CheckReport:
     after_convert: dict[str, BackendReport] = dataclasses.field(default_factory=dict)
     shape_changes: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: The backends of each further platform together (``combined`` is the first platform's).
+    other_platforms: list[CombinedReport] = dataclasses.field(default_factory=list)
 
     def as_dict(self) -> dict:
         result: dict = {
@@ -126,6 +139,8 @@ class CheckReport:
         }
         if self.combined is not None:
             result["combined"] = self.combined.as_dict()
+        if self.other_platforms:
+            result["combined_other_platforms"] = [c.as_dict() for c in self.other_platforms]
         if self.after_convert:
             result["after_convert"] = {name: b.as_dict() for name, b in self.after_convert.items()}
         if self.shape_changes:
@@ -149,6 +164,10 @@ class ConvertReport:
     cpu_fusion: CpuFusion | None = None
     #: ``convert --compile``: the compiled partitions (:class:`mobile_ep.passes.to_epcontext.CompileResult`).
     compiled: CompileResult | None = None
+    #: What changed in the inputs and outputs the app feeds and reads (:mod:`mobile_ep.reports.interface`).
+    interface: list[InterfaceChange] = dataclasses.field(default_factory=list)
+    #: The written model's inputs, as the app feeds them (``input float32 [1,512], ...``).
+    app_inputs: str = ""
 
     def as_dict(self) -> dict:
         result = {
@@ -166,6 +185,9 @@ class ConvertReport:
             }
         if self.shape_changes:
             result["shape_changes"] = self.shape_changes
+        result["interface_changes"] = [c.as_dict() for c in self.interface]
+        if self.app_inputs:
+            result["app_inputs"] = self.app_inputs
         if self.cpu_fusion is not None:
             result["cpu_fusion"] = self.cpu_fusion.as_dict()
         if self.compiled is not None:
@@ -185,7 +207,40 @@ def _options_dict(backend: Backend) -> dict[str, str]:
 
 def _reason(node: ir.Node, reason: str) -> str:
     label = op_label(node)
+    reason = name_formulas(reason)
     return reason if reason.startswith(label) else f"{label}: {reason}"
+
+
+_BRACKETS = re.compile(r"\[([^\[\]]*)\]")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_FUNCTIONS = frozenset({"floor", "ceil", "min", "max", "mod", "abs", "sqrt", "int", "float", "Mod", "Max", "Min",
+                        "FloorDiv", "CeilDiv", "Floor", "Ceiling"})
+
+
+def name_formulas(text: str) -> str:
+    """Shapes in *text* with each computed dim (``floor(floor(height/2 - 1/2)/2) + 1``) named by the input dims
+    it derives from (``f(height)``): a shape stays one short line however deep the arithmetic."""
+
+    def dims(match: re.Match) -> str:
+        parts, depth, start, inner = [], 0, 0, match.group(1)
+        for i, char in enumerate(inner):
+            depth += char == "("
+            depth -= char == ")"
+            if char == "," and depth == 0:
+                parts.append(inner[start:i])
+                start = i + 1
+        parts.append(inner[start:])
+        named = []
+        for part in parts:
+            dim = part.strip()
+            if _IDENTIFIER.fullmatch(dim) or dim.lstrip("-").isdigit() or dim in ("?", ""):
+                named.append(dim)
+                continue
+            sources = list(dict.fromkeys(n for n in _IDENTIFIER.findall(dim) if n not in _FUNCTIONS))
+            named.append(f"f({','.join(sources)})" if sources else "?")
+        return "[" + ",".join(named) + "]"
+
+    return _BRACKETS.sub(dims, text) if "[" in text else text
 
 
 def backend_report(backend: Backend, proposal: BackendProposal, nodes: Sequence[ir.Node],
@@ -209,6 +264,7 @@ def backend_report(backend: Backend, proposal: BackendProposal, nodes: Sequence[
         supported_nodes=proposal.supported_nodes, partitions=partitions, unsupported=unsupported,
         verdict=proposal.verdict,
     )
+    report.platform = platform_of(backend)
     if model is not None:
         nodegraph.attach(report, model)
         refused = model.meta.get(REFUSED_WHOLE, {})
@@ -217,13 +273,15 @@ def backend_report(backend: Backend, proposal: BackendProposal, nodes: Sequence[
     return report
 
 
-def combined_report(proposal: Proposal) -> CombinedReport:
+def combined_report(proposal: Proposal, backends: Sequence[Backend] = ()) -> CombinedReport:
+    """The backends of *proposal* together; *backends*: those objects, for their platform."""
     placement: dict[str, int] = {name: 0 for name in proposal.per_backend}
     placement["cpu"] = 0
     for p in proposal.placements.values():
         placement[p.backend or "cpu"] += 1
     partitions = [{"backend": p.backend, "nodes": p.node_names} for p in proposal.partitions]
-    return CombinedReport(list(proposal.per_backend), placement, partitions)
+    named = sorted({platform_of(b) for b in backends if b.name in proposal.per_backend} - {"any"})
+    return CombinedReport(list(proposal.per_backend), placement, partitions, named[0] if named else "any")
 
 
 def dynamic_inputs(model: ir.Model) -> dict[str, list[int | str | None] | None]:
@@ -265,20 +323,44 @@ def _suggest_dims(dims: Sequence[int | str | None]) -> list[str]:
 
 
 def suggest_shapes(dynamic: Mapping[str, Sequence[int | str | None] | None] | Sequence[str]) -> str:
-    """``--shape`` arguments for the dynamic inputs of :func:`dynamic_inputs` (``--shape x=1,3,H,W``)."""
+    """``--shape`` arguments for the dynamic inputs of :func:`dynamic_inputs` (``--shape x=1,3,H,W``).  A dim
+    parameter gets one value across inputs: ``batch`` given 1 as one input's first dim is 1 in the others."""
     if not isinstance(dynamic, Mapping):
         return " ".join(f"--shape {name}=D1,D2,..." for name in dynamic)
+    suggested = {name: _suggest_dims(dims) for name, dims in dynamic.items() if dims is not None}
+    chosen: dict[str, str] = {}  # dim parameter -> the size suggested for it where it was made a number
+    for name, sizes in suggested.items():
+        for d, size in zip(dynamic[name] or (), sizes, strict=True):
+            if isinstance(d, str) and size.isdigit():
+                chosen.setdefault(d, size)
     parts = []
     for name, dims in dynamic.items():
-        sizes = ",".join(_suggest_dims(dims)) if dims is not None else "D1,D2,..."
+        sizes = ",".join(chosen.get(d, s) if isinstance(d, str) else s
+                         for d, s in zip(dims, suggested[name], strict=True)) if dims is not None else "D1,D2,..."
         parts.append(f"--shape {name + '=' if len(dynamic) > 1 or name else ''}{sizes}")
     return " ".join(parts)
+
+
+def still_dynamic(dynamic: Mapping[str, Sequence[int | str | None] | None], shapes: Mapping[str | None, object],
+                  dims: Mapping[str, int], consts: Mapping[str, object] = {}
+                  ) -> dict[str, Sequence[int | str | None] | None]:
+    """The inputs of *dynamic* (:func:`dynamic_inputs`) the user's ``--shape`` (*shapes*), ``--dim`` (*dims*)
+    and ``--const`` (*consts*) leave dynamic: hints never ask for what was given."""
+    left = {}
+    for name, sizes in dynamic.items():
+        if name in shapes or name in consts or (None in shapes and len(dynamic) == 1):
+            continue
+        if sizes is not None and all(isinstance(d, int) or (isinstance(d, str) and d in dims) for d in sizes):
+            continue
+        left[name] = sizes
+    return left
 
 
 # --------------------------------------------------------------------------------------------------
 # Causes: the reasons nodes stay on the CPU, grouped by what would fix them
 # --------------------------------------------------------------------------------------------------
-_DYNAMIC = re.compile(r"dynamic|unknown shape|no known shape|no shape information|static shape", re.IGNORECASE)
+_DYNAMIC = re.compile(r"dynamic|unknown shape|no known shape|no shape information|static shape|is not static",
+                      re.IGNORECASE)
 _NO_RULE = re.compile(r"has no rule for (\S+)")
 _SHAPE_TEXT = re.compile(r"\[[^\]]*\]|\([^()]*\?[^()]*\)")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
@@ -336,8 +418,10 @@ def causes(report: BackendReport) -> list[Cause]:
 
 
 def suggestions(before: BackendReport, after: BackendReport | None,
-                dynamic: Mapping[str, Sequence[int | str | None] | None] | Sequence[str]) -> list[str]:
-    """Hints for the user; *dynamic*: the model's inputs with dynamic shapes (:func:`dynamic_inputs`).
+                dynamic: Mapping[str, Sequence[int | str | None] | None] | Sequence[str], *,
+                beside: BackendReport | None = None) -> list[str]:
+    """Hints for the user; *dynamic*: the model's inputs with dynamic shapes the user left so
+    (:func:`still_dynamic`); *beside*: the result the hints are shown with (default: *after*, else *before*).
 
     Also sets ``before.shape_fix`` (and ``after.shape_fix``) to the suggested ``--shape`` arguments."""
     hints = []
@@ -345,7 +429,8 @@ def suggestions(before: BackendReport, after: BackendReport | None,
         before.shape_fix = suggest_shapes(dynamic)
         if after is not None:
             after.shape_fix = before.shape_fix
-    if dynamic and any(cause_key(u.op, u.reason)[0] == "dynamic" for u in before.unsupported):
+    beside = beside or (after if after is not None else before)
+    if dynamic and any(cause_key(u.op, u.reason)[0] == "dynamic" for u in beside.unsupported):
         names = ", ".join(dynamic)
         hints.append(f"inputs with dynamic shapes ({names}) keep nodes off the accelerator: fix them with "
                      f"{before.shape_fix} (your sizes for the letters) or --dim PARAM=VALUE")

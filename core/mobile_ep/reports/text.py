@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from mobile_ep.contract import Backend
 from mobile_ep.reports.model import BackendReport, CheckReport, ConvertReport, causes
 
-__all__ = ["check_text", "convert_text", "compile_warning", "to_json", "ops_markdown", "ops_text"]
+__all__ = ["check_text", "convert_text", "compile_warning", "nothing_gained", "to_json", "ops_markdown", "ops_text"]
 
 
 def to_json(report: CheckReport | ConvertReport, *, timings: bool = True) -> str:
@@ -114,9 +114,10 @@ def _node_rows(report: BackendReport, out: _Out) -> list[str]:
     """-v: every node left on the CPU, one row each."""
     if not report.unsupported:
         return []
-    width = max((len(u.node) for u in report.unsupported), default=0)
+    width = min(max((len(u.node) for u in report.unsupported), default=0), 40)
     rows = [f"  every node left on CPU ({len(report.unsupported)}):"]
-    rows.extend(out.row(f"    {u.node:<{min(width, 40)}}  {u.reason}") for u in report.unsupported)
+    for u in report.unsupported:  # (wrapped under the reason column, never cut)
+        rows.extend(out.wrap(f"{u.node:<{width}}  {u.reason}", "    ", " " * (width + 2)))
     return rows
 
 
@@ -131,6 +132,11 @@ def backend_text(report: BackendReport, *, verbose: bool = False, width: int | N
     if verbose and report.options:
         lines.extend(out.wrap("options: " + " ".join(f"{k}={v}" for k, v in report.options.items()), "  "))
     lines.extend(cause_lines(report, out, after=after))
+    if report.shape_fix and report.unsupported and not any(c.kind == "dynamic" for c in causes(report)):
+        lines.extend(out.wrap(f"input shapes are dynamic: {report.shape_fix} (the sizes your app feeds) gives "
+                              f"{report.backend} static shapes and the cost model its numbers", "    ", "      "))
+    for hint in report.const_fix:
+        lines.extend(out.wrap(hint, "    ", "      "))
     lines.extend(_inlined_lines(report, out))
     if verbose:
         lines.extend(_node_rows(report, out))
@@ -157,6 +163,9 @@ def _after_summary(after: BackendReport) -> str:
     dropped = [p for p in after.partitions if p.estimate and not p.estimate.get("kept", True)]
     if dropped:
         text += f"; {len(dropped)} not worth their copies by the cost model"
+    unknown = [p for p in after.partitions if p.estimate and p.estimate.get("known") is False]
+    if unknown:
+        text += f"; {len(unknown)} of unknown cost (shapes not static)"
     return text
 
 
@@ -199,11 +208,15 @@ def check_text(report: CheckReport, *, verbose: bool = False, combined: bool | N
         lines.append("")
     if combined is None:
         combined = len(report.backends) > 1
-    if combined and report.combined is not None:
-        placement = ", ".join(f"{k}: {v}" for k, v in report.combined.placement.items())
-        lines.extend(out.wrap(f"together, in priority order {' > '.join(report.combined.order)}"
+    for together in [report.combined, *report.other_platforms] if combined and report.combined is not None else []:
+        placement = ", ".join(f"{k}: {v}" for k, v in together.placement.items())
+        where = f" on {together.platform}" if together.platform != "any" else ""
+        lines.extend(out.wrap(f"together{where}, in priority order {' > '.join(together.order)}"
                               f"{' (as is)' if fixed else ''}: {placement} nodes", "", "  "))
         lines.append("")
+    if combined and report.combined is None and len(report.backends) > 1:
+        named = ", ".join(f"{name} ({b.platform})" for name, b in report.backends.items())
+        lines.extend(out.wrap(f"not combined: {named} are for apps on different platforms", "", "  "))
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -246,12 +259,32 @@ def compile_warning(report: ConvertReport) -> str | None:
     return "--compile compiled no partition: the backend lowered none of them"
 
 
+def interface_lines(report: ConvertReport, out: _Out) -> list[str]:
+    """What changed in the inputs and outputs the app feeds and reads (nothing when nothing did)."""
+    changes = getattr(report, "interface", [])
+    if not changes:
+        return []
+    lines = out.wrap(f"the app's interface changed; the written model's inputs: {report.app_inputs}", "  ", "    ")
+    for change in changes:
+        lines.extend(out.wrap(change.text(), "    ", "    "))
+    return lines
+
+
+def nothing_gained(report: ConvertReport) -> str | None:
+    """The warning for a ``convert`` whose model the backend takes nothing of (None when it takes a node)."""
+    if report.check.supported_nodes:
+        return None
+    judged = [r for r in (report.check, report.before) if r is not None]
+    fix = (f"; fix the input shapes with {report.check.shape_fix}" if report.check.shape_fix
+           and any(c.kind == "dynamic" for r in judged for c in causes(r)) else "")
+    return (f"{report.backend} takes 0/{report.check.nodes} nodes of the written model: the app gains nothing on "
+            f"{report.backend}, every node runs on the CPU{fix}")
+
+
 def convert_text(report: ConvertReport, *, verbose: bool = False, terminal: bool | None = None) -> str:
     """``convert``'s answer: the converted model's result and causes, then what was written and verified."""
     out = _Out(terminal)
     lines = out.wrap(f"{report.model} -> {report.backend}", "", "  ")
-    for name, (old, new) in report.shape_changes.items():
-        lines.extend(out.wrap(f"shape fixed: {name} {old} -> {new}", "  "))
     lines.extend(backend_text(report.check, verbose=verbose, out=out))
     if report.before is not None:
         lines.extend(out.wrap(f"before mobile-ep (as ORT Mobile sees the model): {_after_summary(report.before)}",
@@ -275,6 +308,7 @@ def convert_text(report: ConvertReport, *, verbose: bool = False, terminal: bool
         for failure in compiled.failures:
             lines.extend(out.wrap(f"not compiled (left on CPU): partition {failure.partition} "
                                   f"({len(failure.nodes)} nodes): {failure.reason}", "    "))
+    lines.extend(interface_lines(report, out))
     if report.verification:
         lines.extend(_verification_lines(report, out))
     else:

@@ -50,6 +50,8 @@ class CoreMLBackend(Backend):
         "Apple Core ML through ONNX Runtime's CoreML EP (NeuralNetwork or ML Program, iOS 15+)"
     )
     preferred_layout: ClassVar[mobile_ep.Layout] = "NCHW"
+    platform: ClassVar[str] = "ios"
+    rules_from: ClassVar[str] = "onnxruntime 1.30"
     #: The mobile-ep plugin API this backend is written against.
     plugin_api: ClassVar[int] = 1
 

@@ -132,6 +132,8 @@ class NnapiBackend(Backend):
         "(ORT 1.30), its QDQ node units, stop ops and partition filter. NHWC layout; static shapes only."
     )
     preferred_layout = "NHWC"
+    platform = "android"
+    rules_from = "onnxruntime 1.30"
     Options = NnapiOptions
 
     options: NnapiOptions

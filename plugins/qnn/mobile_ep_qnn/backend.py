@@ -91,6 +91,8 @@ class QnnBackend(Backend):
                    "builders' checks, QDQ node units and partition filter, checked against the real EP. NHWC; "
                    "static shapes only.")
     preferred_layout = "NHWC"
+    platform = "android"
+    rules_from = "onnxruntime-qnn 2.7 (QNN SDK 2.51)"
     Options = QnnOptions
     plugin_api = 1
 

@@ -102,7 +102,8 @@ def compile_with_ep(backend, source: pathlib.Path, target: pathlib.Path, workdir
     taken = [n.name or "" for n in original.graph if n.name not in left]
     binaries = context_binaries(target)
     result.bundle = ",".join(str(b) for b in binaries)
-    result.adapter = str(to_epcontext.write_adapter(backend, target.parent / "adapter", files=backend.app_files()))
+    result.adapter = str(to_epcontext.write_adapter(backend, target.parent / "adapter", files=backend.app_files(),
+                                                    names=to_epcontext.adapter_names(target, target)))
 
     # Check it: the EPContext model on the HTP (simulator) against the CPU EP on the model before compiling.
     feeds = runtime.make_inputs(source, seed=0)

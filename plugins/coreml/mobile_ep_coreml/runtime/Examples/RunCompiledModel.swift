@@ -11,6 +11,7 @@
 //      nodes between them on ONNX Runtime's CPU EP. Nothing is decided on the device.
 //   B. Plain ONNX Runtime with its CoreML EP on out/{{mobile_ep:ort}} (the EP-aware model): ORT builds
 //      the Core ML model on the device at session creation, from the nodes its EP claims.
+// Feed every input of the written model: {{mobile_ep:inputs}}.
 
 import CoreML
 import Foundation

@@ -20,6 +20,8 @@ import java.nio.ByteBuffer
  *     val outputs = runner.run(mapOf("{{mobile_ep:input}}" to OnnxTensor.createTensor(env, floats, longArrayOf({{mobile_ep:input_shape}}))))
  *     val result = outputs.getValue("{{mobile_ep:output}}")
  *
+ * The map holds one tensor per input of the written model: {{mobile_ep:inputs}}.
+ *
  * `mobile_ep.runtime.run_compiled` executes the same plan on a workstation (with the NNAPI emulator).
  */
 class CompiledModelRunner(
