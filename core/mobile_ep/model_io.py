@@ -32,7 +32,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import NameFixPass
 
-from mobile_ep import lenient
+from mobile_ep import lenient, progress
 from mobile_ep.errors import ModelError
 
 __all__ = [
@@ -392,6 +392,7 @@ def validate(path: str | os.PathLike, proto: onnx.ModelProto | None = None) -> o
     shape that disagrees with the inferred one is a warning to onnxruntime).
     """
     p, _ = _check_path(path)
+    progress.notify("model", str(p))
     if proto is None:
         proto = read_proto(p)
     try:
