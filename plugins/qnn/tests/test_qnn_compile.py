@@ -14,6 +14,7 @@ import qnn_models
 from click.testing import CliRunner
 
 from mobile_ep.cli.main import main
+from mobile_ep_qnn import compile as compile_qnn
 
 LIGHT = pathlib.Path(onnx.backend.test.__file__).parent / "data" / "light"
 
@@ -58,6 +59,33 @@ def test_fp16_precision_compiles_within_its_tolerance(tmp_path):
     compiled = _convert(path, tmp_path / "out", "-O", "qnn.precision=fp16")
     metadata = compiled["partitions"][0]["metadata"]
     assert metadata["precision"] == "fp16" and float(metadata["max_abs_error"]) <= 2e-2
+
+
+def test_a_deep_float32_model_is_checked_with_the_tolerance_of_the_fp16_arithmetic_the_htp_uses(tmp_path):
+    """float32 graphs run in fp16 on the HTP (the EP's enable_htp_fp16_precision defaults to 1): 24 residual
+    layers are off by more than 1e-2 of an element near zero, as fp16 rounding makes them, and verify; the
+    report says in what arithmetic and within what tolerance."""
+    path = tmp_path / "deep.onnx"
+    onnx.save(qnn_models.deep_residual_mlp(), path)
+    compiled = _convert(path, tmp_path / "out")
+    [partition] = compiled["partitions"]
+    metadata = partition["metadata"]
+    assert metadata["precision"] == "float32" and metadata["arithmetic"] == "fp16"
+    assert metadata["tolerance"] == "atol 0.01 + 0.03 of each output's largest magnitude (fp16 arithmetic on the HTP)"
+    assert 1e-2 < float(metadata["max_abs_error"]) < 0.1
+
+
+def test_a_result_off_by_more_than_fp16_rounding_stays_a_mismatch():
+    rng = np.random.default_rng(0)
+    reference = {"y": (rng.standard_normal((4, 64)) * 5).astype(np.float32)}
+    rounded = {"y": reference["y"].astype(np.float16).astype(np.float32)}
+    assert compile_qnn.compare(reference, rounded, "float32")[1]
+    wrong = {"y": reference["y"] * np.float32(1.1)}  # a wrong lowering: a tenth of the scale off
+    worst, ok = compile_qnn.compare(reference, wrong, "float32")
+    assert not ok and worst > 1.0
+    shifted = {"y": reference["y"].copy()}
+    shifted["y"][0, 0] += np.float32(0.04 * np.max(np.abs(reference["y"])))  # one element, 4% of the scale
+    assert not compile_qnn.compare(reference, shifted, "fp16")[1]
 
 
 def test_function_ops_taken_whole_compile_and_run_within_tolerance(tmp_path):
