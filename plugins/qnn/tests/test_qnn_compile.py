@@ -12,9 +12,9 @@ import onnx.backend.test
 import pytest
 import qnn_models
 from click.testing import CliRunner
+from mobile_ep_qnn import compile as compile_qnn
 
 from mobile_ep.cli.main import main
-from mobile_ep_qnn import compile as compile_qnn
 
 LIGHT = pathlib.Path(onnx.backend.test.__file__).parent / "data" / "light"
 
