@@ -463,7 +463,7 @@ def convert(state: _State, models: tuple[pathlib.Path, ...], ep: str, output: pa
 
 
 def _compile_warning(state: _State, result: ConvertReport) -> None:
-    """``--compile`` that compiled nothing: a warning (an error with --strict)."""
+    """``--compile`` that compiled nothing, or fewer nodes than predicted: a warning (an error with --strict)."""
     from mobile_ep.errors import BackendError
     from mobile_ep.reports import text as report
 
