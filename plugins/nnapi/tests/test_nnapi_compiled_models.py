@@ -207,6 +207,40 @@ def logits_out(source: pathlib.Path, target: pathlib.Path) -> pathlib.Path:
     return target
 
 
+def _avx2() -> bool:
+    try:
+        return " avx2" in pathlib.Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+def test_equal_channels_stay_equal_whatever_blas_kernel_sums_them(tmp_path):
+    """The smallest graph of SqueezeNet's failure: a 1x1 Conv of 1,000 equal channels (equal weights) and a
+    Softmax over them.  onnxruntime gives 1,000 equal logits (~3e8: a float32 step is 32), so 0.001 each.
+    The emulator summed in float32 by numpy's BLAS, whose order depends on the CPU's kernels: OpenBLAS's
+    Haswell kernels (any AVX2 machine without AVX-512; forced here with OPENBLAS_CORETYPE) gave some channels
+    a step more, and the softmax 0.04 against 0.001.  Summed in float64 and rounded once, they stay equal."""
+    import subprocess
+    import sys
+
+    from onnx import TensorProto
+
+    weights = numpy_helper.from_array(np.full((1000, 512, 1, 1), 1e6, np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+                               helper.make_node("Softmax", ["c"], ["y"], axis=1, name="softmax")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 512, 13, 13])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1000, 13, 13])], [weights])
+    path = tmp_path / "equal.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if _avx2():
+        env["OPENBLAS_CORETYPE"] = "Haswell"
+    proc = subprocess.run([sys.executable, "-m", "mobile_ep.cli", "convert", str(path), "--ep", "nnapi", "--compile",
+                           "-o", str(tmp_path / "out")], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "equal.nnapi.compiled.onnx matches the original (max abs error 0.00e+00)" in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize("source", LIGHT, ids=[p.stem for p in LIGHT])
 def test_light_models_compile_and_verify(tmp_path, source):
     headless = logits_out(source, tmp_path / source.name)
