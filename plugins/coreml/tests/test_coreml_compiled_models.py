@@ -61,6 +61,34 @@ def test_the_builtin_sample_compiles_and_verifies(tmp_path, options):
         assert partition.metadata["compute_precision"] == options.get("compute_precision", "float32")
 
 
+def test_equal_channels_stay_equal_whatever_blas_kernel_sums_them(tmp_path):
+    """A 1x1 Conv of 1,000 equal channels and a Softmax over them (logits ~3e8, a float32 step is 32):
+    onnxruntime gives 0.001 each.  Summed in float32 by OpenBLAS's Haswell kernels (AVX2 machines; forced
+    here with OPENBLAS_CORETYPE) some channels came out a step higher and the softmax 0.03; the emulator
+    sums products in float64 and rounds once."""
+    import subprocess
+    import sys
+
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = numpy_helper.from_array(np.full((1000, 512, 1, 1), 1e6, np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+                               helper.make_node("Softmax", ["c"], ["y"], axis=1, name="softmax")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 512, 13, 13])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1000, 13, 13])], [weights])
+    path = tmp_path / "equal.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if " avx2" in (pathlib.Path("/proc/cpuinfo").read_text() if pathlib.Path("/proc/cpuinfo").exists() else ""):
+        env["OPENBLAS_CORETYPE"] = "Haswell"
+    proc = subprocess.run([sys.executable, "-m", "mobile_ep.cli", "convert", str(path), "--ep", "coreml", "--compile",
+                           "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "equal.coreml.compiled.onnx matches the original (max abs error 0.00e+00)" in proc.stdout, proc.stdout
+
+
 def _light(names: set[str]) -> list:
     return [pytest.param(p, id=p.stem, marks=[] if ALL_LIGHT or p.stem in names else pytest.mark.skip(
         reason="set MOBILE_EP_ALL_LIGHT_MODELS=1 (tox -e coreml-models)")) for p in smoke_models()]
