@@ -165,22 +165,34 @@ def _state(shared: mmap.mmap) -> dict:
 
 
 def _library(trace) -> str | None:
-    """The package of the innermost Python frame of the crashing thread in faulthandler's report."""
+    """The library of the crash, from faulthandler's report: the package of the innermost Python frame of the
+    crashing thread, or, when the crash is in a thread with no Python frames (a native worker of the
+    library), of the innermost frame of a thread that is inside a known library (waiting in its call)."""
     try:
         trace.seek(0)
         text = trace.read(1 << 20).decode(errors="replace")
     except OSError:
         return None
-    current = text.partition("Current thread")[2] or text
-    for path in re.findall(r'File "([^"]+)"', current):
-        parts = re.split(r"[\\/]", path)
-        if "site-packages" in parts or "dist-packages" in parts:
-            index = max(i for i, p in enumerate(parts) if p in ("site-packages", "dist-packages"))
-            package = parts[index + 1] if index + 1 < len(parts) else ""
-            if package in _LIBRARIES:
-                return "onnxruntime" if package == "onnxruntime" else package.replace("google", "protobuf")
-        return None  # (the innermost frame is no known library's)
+    blocks = re.split(r"\n\s*\n", text)
+    blocks.sort(key=lambda block: not block.lstrip().startswith("Current thread"))
+    for block in blocks:
+        frames = re.findall(r'File "([^"]+)"', block)
+        if frames:
+            package = _package(frames[0])
+            if package is not None:
+                return package
     return None
+
+
+def _package(path: str) -> str | None:
+    parts = re.split(r"[\\/]", path)
+    roots = [i for i, p in enumerate(parts) if p in ("site-packages", "dist-packages")]
+    if not roots or roots[-1] + 1 >= len(parts):
+        return None
+    package = parts[roots[-1] + 1]
+    if package not in _LIBRARIES:
+        return None
+    return "protobuf" if package == "google" else package
 
 
 def _say(line: str) -> None:
