@@ -139,9 +139,6 @@ def checker_refused_models():
             make_model([helper.make_node("SequenceAt", ["s", "i"], ["y"])],
                        [value_info("s", sequence), tensor("i", [], TensorProto.INT64)], [value_info("y", untyped)]),
             {"s": [np.ones(2, np.float32)], "i": np.array(0, np.int64)}),
-        "explicit_ai_onnx_domain": (
-            make_model([helper.make_node("Relu", ["x"], ["y"], domain="ai.onnx")], [tensor("x", [2])],
-                       [tensor("y", [2])]), {"x": np.ones(2, np.float32)}),
         "ir3_initializer_not_an_input": (
             make_model([helper.make_node("Add", ["x", "w"], ["y"])], [tensor("x", [2])], [tensor("y", [2])],
                        [const("w", np.ones(2, np.float32))], opset=9, ir_version=3), {"x": np.ones(2, np.float32)}),
@@ -161,6 +158,38 @@ def test_what_onnx_checker_refuses_but_onnxruntime_runs_is_accepted_with_one_not
     assert len(notes) == 1 and "onnxruntime loads it" in notes[0], proc.stderr
     assert "Traceback" not in proc.stderr
     assert (out / "report.json").exists() and (out / f"{name}.nnapi.onnx").exists()
+
+
+def default_domain_spelled_out(opset_domain):
+    """Conv + Relu + Softmax with every node in domain ``ai.onnx`` and ONNX's opset imported as
+    *opset_domain* (``ai.onnx``: no ``""`` entry, which onnx's checker refuses on the file)."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", domain="ai.onnx", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu", domain="ai.onnx"),
+             helper.make_node("Softmax", ["r"], ["y"], name="softmax", domain="ai.onnx", axis=1)]
+    weights = const("w", np.random.default_rng(0).uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32))
+    graph = helper.make_graph(nodes, "g", [tensor("x", [1, 3, 8, 8])], [tensor("y", [1, 4, 8, 8])], [weights])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid(opset_domain, 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("opset_domain", ["ai.onnx", ""])
+@pytest.mark.parametrize("ep", ["nnapi", "coreml"])
+def test_the_default_domain_spelled_ai_onnx_is_the_default_domain_everywhere(tmp_path, ep, opset_domain):
+    """check and convert --compile take the model with no note; what is written uses ``""``."""
+    path = save(tmp_path, default_domain_spelled_out(opset_domain), "spelled",
+                {"x": np.ones((1, 3, 8, 8), np.float32)})
+    proc = cli("check", str(path), "--ep", ep)
+    assert proc.returncode == 0 and "3/3 nodes" in proc.stdout, proc.stdout + proc.stderr
+    out = tmp_path / "out"
+    proc = cli("convert", str(path), "--ep", ep, "--compile", "-o", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "checker refuses" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.count("matches the original") == 3, proc.stdout  # .onnx, .ort and the compiled model
+    for name in (f"spelled.{ep}.onnx", f"spelled.{ep}.compiled.onnx"):
+        written = onnx.load(out / name)
+        assert "ai.onnx" not in {o.domain for o in written.opset_import}, name
+        assert {o.version for o in written.opset_import if o.domain == ""} == {13}, name
+        assert all(n.domain != "ai.onnx" for n in written.graph.node), name
+        onnx.checker.check_model(written)
 
 
 def test_what_both_refuse_keeps_the_checker_error(tmp_path, plugins):

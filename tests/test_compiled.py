@@ -249,6 +249,26 @@ def test_cli_compile_needs_a_compiling_backend(tmp_path):
     assert "m.toycc.compiled.onnx matches the original" in result.stdout
 
 
+def test_cli_compile_of_fewer_nodes_than_predicted_says_so_and_strict_refuses_it(tmp_path):
+    """The toy claims ``refuse_mul`` (its rule says yes) but cannot lower it: one partition of two compiles.
+    The report and a warning say the compiled model differs from the prediction; ``--strict`` makes it an
+    error (exit 5)."""
+    from click.testing import CliRunner
+
+    plugins = make_plugins(entry_points=False)
+    plugins.register(ToyPlugin(ToyCompiler()), name="p")
+    source = _model(tmp_path / "m.onnx", refuse=True)
+    args = ["convert", str(source), "--ep", "toycc", "--compile", "--no-cost-model"]
+    result = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "o")], obj=plugins)
+    assert result.exit_code == 0, result.output
+    assert "compiled: 1 partition(s), 2/5 nodes as toycc payloads, 2 fewer than predicted" in result.stdout
+    warning = [line for line in result.stderr.splitlines() if line.startswith("mobile-ep: warning: --compile")]
+    assert warning == ["mobile-ep: warning: --compile compiled 2 of the 4 nodes toycc claims: the compiled model "
+                       "differs from the prediction (partition 1: refuse_mul: this toy cannot lower it)"], result.stderr
+    result = CliRunner().invoke(main, ["--strict", *args, "-o", str(tmp_path / "o2")], obj=plugins)
+    assert result.exit_code == 5 and "cannot lower" in result.stderr, result.output
+
+
 def test_compiled_models_with_graph_input_defaults_and_passthrough(tmp_path):
     """A graph input with an initializer default (IR >= 4) is fed or defaulted; an input that is also an
     output passes through."""

@@ -32,6 +32,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import NameFixPass
 
+from mobile_ep import lenient, progress
 from mobile_ep.errors import ModelError
 
 __all__ = [
@@ -391,14 +392,18 @@ def validate(path: str | os.PathLike, proto: onnx.ModelProto | None = None) -> o
     shape that disagrees with the inferred one is a warning to onnxruntime).
     """
     p, _ = _check_path(path)
+    progress.notify("model", str(p))
     if proto is None:
         proto = read_proto(p)
     try:
         onnx.checker.check_model(str(p), full_check=False)
     except Exception as exc:  # ValidationError, and whatever else the checker raises on hostile input
+        if lenient.only_default_domain_refused(exc, proto):
+            check_inferred_shapes(proto, str(p))
+            return proto
         kind = "" if isinstance(exc, onnx.checker.ValidationError) else f"{type(exc).__name__}: "
         refusal = ModelError(f"{p}: invalid ONNX model: {kind}{_checker_message(exc)}")
-        if not any(text in str(exc) for text in _LENIENT_CHECKS):
+        if not any(text in str(exc) for text in lenient.CHECKS):
             raise refusal from None
         check_inferred_shapes(proto, str(p))
         if not _onnxruntime_loads(p, proto):
@@ -409,15 +414,6 @@ def validate(path: str | os.PathLike, proto: onnx.ModelProto | None = None) -> o
         return proto
     check_inferred_shapes(proto, str(p))
     return proto
-
-
-#: What onnx's checker refuses and onnxruntime accepts: a model with only these faults is used as onnxruntime
-#: reads it, once an onnxruntime session has accepted it.
-_LENIENT_CHECKS = (
-    "Field 'shape' of 'type' is required but missing",  # inputs, outputs, sequences without a shape
-    "in initializer but not in graph input",  # IR 3 initializers not listed as inputs
-    "No opset import for domain 'ai.onnx'",  # (the guard reads an explicit ai.onnx domain as the default)
-)
 
 
 def _onnxruntime_loads(path: pathlib.Path, proto: onnx.ModelProto) -> bool:

@@ -14,16 +14,17 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Protocol, TypeVar
 
 __all__ = ["Timer", "Reporter", "TerminalProgress", "reporting", "active", "paused", "step", "track", "STEP_LABELS",
-           "wants_progress"]
+           "wants_progress", "listen", "notify"]
 
 T = TypeVar("T")
 
 #: What the pipeline's steps are called on screen.
 STEP_LABELS = {
+    "read": "reading and checking the model (onnx's checker)",
     "load": "loading and folding (onnxruntime basic optimizations)",
     "partition": "partitioning",
     "after_convert": "after-convert analysis (shape fixes, rewrites)",
@@ -80,9 +81,26 @@ def paused() -> Iterator[None]:
         yield
 
 
+_LISTENERS: list[Callable[[str, str], None]] = []
+
+
+def listen(listener: Callable[[str, str], None]) -> None:
+    """Call *listener* with ``(kind, value)`` for the rest of the process: ``("model", path)`` when a
+    model given by the user is read, ``("step", name)`` when a step starts, ``("stage", folder)`` when an
+    output staging folder is made (the command line's crash supervision, :mod:`mobile_ep.cli.crash`)."""
+    _LISTENERS.append(listener)
+
+
+def notify(kind: str, value: str) -> None:
+    for listener in _LISTENERS:
+        listener(kind, value)
+
+
 @contextlib.contextmanager
 def step(name: str) -> Iterator[None]:
     """A pipeline step (``load``, ``partition``, ``verify``, ...)."""
+    if _LISTENERS:
+        notify("step", name)
     reporter = _REPORTER.get()
     if reporter is None:
         yield

@@ -31,6 +31,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from mobile_ep import progress
 from mobile_ep.errors import MobileEpError, OutputError
 
 __all__ = ["STAGING_PREFIX", "Stage", "staged", "output_error", "file_digest"]
@@ -80,6 +81,7 @@ class Stage:
             if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
                 shutil.rmtree(old, ignore_errors=True)
         self.folder.mkdir()
+        progress.notify("stage", str(self.folder))  # (removed by the command line's parent if this process crashes)
 
     def relocate(self, result: Any, checked: Any = (), compiled: Any = None) -> None:
         """Paths into the staging folder made paths into the output folder, where the files are once moved

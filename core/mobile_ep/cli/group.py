@@ -25,6 +25,9 @@ Exit codes:
      the summary says which and why, and the others were still processed
   7  an output could not be written (-o names a file, read-only file system,
      full disk); the output folder keeps its previous complete set
+  8  onnxruntime, onnx or another native library crashed (a segmentation
+     fault, an abort); the line names the model and the step, and the output
+     folder keeps its previous complete set
   130  interrupted (Ctrl-C); the output folder keeps its previous complete set
 """
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from mobile_ep import __version__
+from mobile_ep.cli import crash
 from mobile_ep.cli.group import EXIT_CODES_HELP, Group, PluginFailure
 from mobile_ep.errors import UsageError
 from mobile_ep.options import Options
@@ -78,6 +79,7 @@ def main(ctx: click.Context, debug: bool, verbose: int, quiet: bool, strict: boo
 
     Progress bars are drawn on stderr when it is a terminal (never with --quiet).
     """
+    crash.supervise()  # (as the program: a native crash in the command becomes one line, exit code 8)
     # An embedding application may pass its own plugin manager as the context object.
     given = None
     if ctx.obj is not None:
@@ -518,7 +520,7 @@ def _refuse_model_name(output: pathlib.Path) -> None:
 
 
 def _compile_warning(state: _State, result: ConvertReport, warn: Callable[..., str | None] | None = None) -> bool:
-    """``--compile`` that compiled nothing (or *warn*'s warning): a warning (an error with --strict); whether
+    """``--compile`` that compiled nothing or fewer nodes than predicted (or *warn*'s warning): a warning (an error with --strict); whether
     there was one."""
     from mobile_ep.errors import BackendError
     from mobile_ep.reports import text as report

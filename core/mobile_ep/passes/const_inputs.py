@@ -23,7 +23,7 @@ from mobile_ep.errors import UsageError
 if TYPE_CHECKING:
     from mobile_ep.options import Options
 
-__all__ = ["ConstInputsPass", "with_constant_inputs", "reference"]
+__all__ = ["ConstInputsPass", "with_constant_inputs", "reference", "fold_constant_ifs", "branch_hint"]
 
 
 class ConstInputsPass(ir.passes.InPlacePass):
@@ -62,7 +62,83 @@ class ConstInputsPass(ir.passes.InPlacePass):
             value.const_value = ir.Tensor(array, name=name)
             graph.register_initializer(value)
             self.arrays[name] = array
+        if self.values:
+            fold_constant_ifs(graph)
         return ir.passes.PassResult(model, bool(self.values))
+
+
+#: Ops on constants :func:`fold_constant_ifs` computes to find an ``If``'s condition.
+_CONDITION_OPS = {
+    "Equal": np.equal, "Greater": np.greater, "Less": np.less, "GreaterOrEqual": np.greater_equal,
+    "LessOrEqual": np.less_equal, "And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor,
+    "Not": np.logical_not, "Identity": lambda a: a,
+}
+
+
+def fold_constant_ifs(graph: ir.Graph) -> int:
+    """Replace each ``If`` of *graph* whose condition follows from constants (initializers, ``Constant``
+    nodes, comparisons and logic on them) by the nodes of the branch it takes; the number replaced.
+
+    onnxruntime does the same while it optimizes, but not always safely: it crashes (SIGSEGV, onnxruntime
+    1.32) inlining silero VAD's ``If`` on the sample rate, whose branch holds ``If`` nodes that its constant
+    folding then inlines in turn.  With the outer one inlined here, onnxruntime inlines the inner ones."""
+    done = 0
+    progress = True
+    while progress:
+        progress = False
+        for node in list(graph):
+            if node.op_type != "If" or node.domain not in ("", "ai.onnx") or not node.inputs:
+                continue
+            condition = _constant(node.inputs[0])
+            if condition is None or condition.size != 1:
+                continue
+            branch = node.attributes.get("then_branch" if bool(condition.reshape(())) else "else_branch")
+            if branch is None or len(branch.as_graph().outputs) != len(node.outputs):
+                continue
+            _inline(graph, node, branch.as_graph())
+            done += 1
+            progress = True
+    return done
+
+
+def _constant(value: ir.Value | None, depth: int = 0) -> np.ndarray | None:
+    if value is None or depth > 8:
+        return None
+    if value.const_value is not None:
+        return value.const_value.numpy()
+    node = value.producer()
+    if node is None or node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "Constant" and "value" in node.attributes:
+        return node.attributes["value"].as_tensor().numpy()
+    if node.op_type == "Cast" and "to" in node.attributes:
+        array = _constant(node.inputs[0], depth + 1)
+        return None if array is None else array.astype(ir.DataType(node.attributes["to"].as_int()).numpy())
+    f = _CONDITION_OPS.get(node.op_type)
+    if f is None or not node.inputs:
+        return None
+    arrays = [_constant(v, depth + 1) for v in node.inputs]
+    return None if any(a is None for a in arrays) else np.asarray(f(*arrays))
+
+
+def _inline(graph: ir.Graph, node: ir.Node, branch: ir.Graph) -> None:
+    """*branch*'s nodes and initializers into *graph* before *node*; *node*'s outputs become Identities of
+    the branch's outputs (same names), and *node* goes."""
+    nodes = list(branch)
+    for inner in nodes:
+        branch.remove(inner)
+    graph.insert_before(node, nodes)
+    for name in list(branch.initializers):
+        initializer = branch.initializers.pop(name)
+        graph.register_initializer(initializer)
+    for old, new in zip(node.outputs, list(branch.outputs), strict=True):
+        identity = ir.Node("", "Identity", [new], num_outputs=1, name=f"{node.name or 'If'}_{old.name}")
+        graph.insert_before(node, identity)
+        out = identity.outputs[0]
+        name, old.name = old.name, None
+        ir.convenience.replace_all_uses_with(old, out, replace_graph_outputs=True)
+        out.name, out.shape, out.type = name, old.shape, old.type
+    graph.remove(node, safe=True)
 
 
 def with_constant_inputs(path: str | pathlib.Path, values: Mapping[str, Sequence[float]],
@@ -87,3 +163,34 @@ def reference(source: pathlib.Path, options: Options
     path = with_constant_inputs(source, options.consts, folder.name, options.shapes)
     rest = {name: dims for name, dims in options.shapes.items() if name not in options.consts}
     return path, dataclasses.replace(options, shapes=rest), folder
+
+
+def branch_hint(graph: ir.Graph) -> str:
+    """For an error of onnxruntime on a model with its shapes fixed: the ``--const`` that keeps only one
+    branch of an ``If`` on an input compared with a constant (silero VAD's ``If(sr == 16000)``, whose other
+    branch breaks once dims are fixed); empty when there is none."""
+    for node in graph:
+        if node.op_type != "If" or not node.inputs:
+            continue
+        found = _compared_input(node.inputs[0], 0)
+        if found is not None:
+            name, value = found
+            return (f"; an If ({node.name or node.op_type}) branches on input {name!r}: fix it with --const "
+                    f"{name}={value} (the value your app passes) so that only the branch taken is loaded")
+    return ""
+
+
+def _compared_input(value: ir.Value | None, depth: int) -> tuple[str, str] | None:
+    node = value.producer() if value is not None else None
+    if node is None or depth > 4:
+        return None
+    if node.op_type in ("Not", "Cast", "Identity"):
+        return _compared_input(node.inputs[0], depth + 1)
+    if node.op_type not in ("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual") or len(node.inputs) != 2:
+        return None
+    for this, other in (node.inputs, reversed(node.inputs)):
+        if this is not None and this.is_graph_input() and not this.is_initializer():
+            constant = _constant(other)
+            if constant is not None and constant.size == 1:
+                return this.name or "", str(constant.reshape(()).item())
+    return None

@@ -18,7 +18,7 @@ import onnx_ir as ir
 from mobile_ep import model_io
 from mobile_ep.errors import ModelError
 from mobile_ep.options import Options
-from mobile_ep.passes import fold_constants
+from mobile_ep.passes import const_inputs, fold_constants
 from mobile_ep.passes.fix_shapes import FixShapesPass
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Op
         try:
             result = fix(model_io.load(source, check=False))
         except ModelError as exc:
-            raise ModelError(f"{source}: fixing input shapes ({_asked(options)}): {exc}") from None
+            raise ModelError(f"{source}: fixing input shapes ({_asked(options)}): {exc}"
+                             f"{const_inputs.branch_hint(model_io.load(source, check=False).graph)}") from None
         changes = {name: list(change) for name, change in fix.changes.items()}
         if result.modified:
             fixed = model_io.save(result.model, work / "fixed.onnx", external_data="fixed.onnx.data")
@@ -73,7 +74,8 @@ def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Op
                                                                  backends=backends)
             except ModelError as exc:
                 message = str(exc).replace(f"{fixed}: ", "", 1).replace(str(fixed), "the fixed model")
-                raise ModelError(f"{source}: fixing input shapes ({_asked(options)}): {message}") from None
+                raise ModelError(f"{source}: fixing input shapes ({_asked(options)}): {message} (the model itself, "
+                                 f"with only these dims fixed){const_inputs.branch_hint(result.model.graph)}") from None
             return _loaded(*optimized), changes
     return _loaded(*fold_constants.ort_optimized_keeping(source, work, proto=proto, backends=backends)), changes
 

@@ -244,10 +244,19 @@ def _verification_lines(report: ConvertReport, out: _Out) -> list[str]:
 
 
 def compile_warning(report: ConvertReport) -> str | None:
-    """The warning for ``convert --compile`` that compiled nothing (None when something was compiled)."""
+    """The warning for ``convert --compile`` that compiled nothing, or fewer nodes than the backend claims in
+    the partitions it keeps (None when all of them were compiled)."""
     compiled = getattr(report, "compiled", None)
-    if compiled is None or compiled.compiled:
+    if compiled is None:
         return None
+    if compiled.compiled:
+        predicted = predicted_nodes(report)
+        if compiled.compiled_nodes >= predicted:
+            return None
+        why = "; ".join(f"partition {f.partition}: {f.reason}" for f in compiled.failures[:3]) or \
+            "the partitions it did not compile stay on the CPU"
+        return (f"--compile compiled {compiled.compiled_nodes} of the {predicted} nodes {report.backend} claims: "
+                f"the compiled model differs from the prediction ({why})")
     if compiled.failures:
         why = "; ".join(f"partition {f.partition}: {f.reason}" for f in compiled.failures[:3])
         more = f" (and {len(compiled.failures) - 3} more)" if len(compiled.failures) > 3 else ""
@@ -281,6 +290,12 @@ def nothing_gained(report: ConvertReport) -> str | None:
             f"{report.backend}, every node runs on the CPU{fix}")
 
 
+def predicted_nodes(report: ConvertReport) -> int:
+    """The nodes of the partitions the backend claims and keeps (those its cost model drops are left out):
+    what ``--compile`` should compile."""
+    return sum(len(p.nodes) for p in report.check.partitions if not p.estimate or p.estimate.get("kept", True))
+
+
 def convert_text(report: ConvertReport, *, verbose: bool = False, terminal: bool | None = None) -> str:
     """``convert``'s answer: the converted model's result and causes, then what was written and verified."""
     out = _Out(terminal)
@@ -303,8 +318,10 @@ def convert_text(report: ConvertReport, *, verbose: bool = False, terminal: bool
     if compiled is not None:
         lines.append(f"    {'bundle':<9}{compiled.bundle}")
         lines.append(f"    {'adapter':<9}{compiled.adapter}")
+        short = predicted_nodes(report) - compiled.compiled_nodes
         lines.extend(out.wrap(f"compiled: {len(compiled.compiled)} partition(s), {compiled.compiled_nodes}/"
-                              f"{compiled.nodes} nodes as {compiled.backend} payloads", "  "))
+                              f"{compiled.nodes} nodes as {compiled.backend} payloads"
+                              + (f", {short} fewer than predicted" if short > 0 else ""), "  "))
         for failure in compiled.failures:
             lines.extend(out.wrap(f"not compiled (left on CPU): partition {failure.partition} "
                                   f"({len(failure.nodes)} nodes): {failure.reason}", "    "))

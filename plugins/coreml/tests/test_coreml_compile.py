@@ -281,3 +281,34 @@ def test_partitions_reading_each_others_outputs_and_their_bundle(tmp_path):
     for name in ("coreml_0.mlpackage", "coreml_1.mlpackage"):
         assert (bundle / name / "Data" / "com.apple.CoreML" / "weights").is_dir()
         ct.models.MLModel(str(bundle / name), skip_model_load=True)
+
+
+def test_a_gathernd_on_a_bool_mask_is_predicted_where_convert_compile_puts_it(tmp_path):
+    """DistilBERT's dynamo export gathers from its bool attention mask: coremltools' gather_nd takes fp16, fp32
+    and int32 data only, so the rule leaves it on the CPU and ``convert --compile --strict`` compiles every
+    node it predicts (before, the partition failed to lower and the compiled model had fewer nodes)."""
+    import onnx
+    from click.testing import CliRunner
+    from onnx import numpy_helper
+
+    from mobile_ep.cli.main import main
+    from mobile_ep.testing import registered
+
+    index = np.stack([np.zeros(64, np.int64), np.arange(64)], -1).reshape(1, 1, 64, 2)
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["mask"], name="mask"),
+             helper.make_node("GatherND", ["mask", "idx"], ["g"], name="gathernd"),
+             helper.make_node("Cast", ["g"], ["gf"], to=TensorProto.FLOAT, name="cast"),
+             helper.make_node("Mul", ["gf", "w"], ["y"], name="mul")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, 64]),
+                                           helper.make_tensor_value_info("w", F, [1, 1, 64])],
+                              [helper.make_tensor_value_info("y", F, [1, 1, 64])],
+                              [numpy_helper.from_array(np.float32(0), "zero"), numpy_helper.from_array(index, "idx")])
+    path = tmp_path / "mask.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    with registered(CoreMLBackend()) as plugins:
+        result = CliRunner().invoke(main, ["--strict", "convert", str(path), "--ep", "coreml", "--compile",
+                                           "--no-cost-model", "-o", str(tmp_path / "out")], obj=plugins)
+    assert result.exit_code == 0, result.output
+    assert "GatherND: data (input 0) is bool" in result.stdout
+    assert "compiled: 1 partition(s), 2/4 nodes as coreml payloads\n" in result.stdout
+    assert "mask.coreml.compiled.onnx matches the original" in result.stdout

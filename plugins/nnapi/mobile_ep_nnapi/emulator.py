@@ -10,6 +10,12 @@ float32 input of an operation is rounded to float16 and elementwise arithmetic r
 convolutions, fully-connected layers and reductions take float16 inputs and sum them in float32 (as fp16
 hardware with fp32 accumulators does); every float32 result is rounded to float16.
 
+**Float32** convolutions, fully-connected layers and matrix products sum their products in float64 and
+round each sum to float32 once: a correctly rounded result, the same on every machine.  (Summed in float32
+by numpy's BLAS, the order depends on the CPU's kernels: on an AVX2 machine the 1,000 equal channels of
+SqueezeNet's last convolution came out a float32 step apart, which its softmax, over logits of ~7e9,
+turned into 0.025 against 0.001.)
+
 **Quantized arithmetic** is done on real values (``(q - zero_point) * scale``, exact in float64 for the
 integer products of convolutions) and requantized with round-half-to-even, clamped to [0, 255].  NNAPI
 drivers use fixed-point multipliers and may differ from this by one quantization step.
@@ -133,9 +139,14 @@ class _Execution:
         return array
 
     def accumulate(self, index: int) -> np.ndarray:
-        """Values to sum products of: float32 (float16-rounded when relaxed) or exact float64 for quantized."""
+        """Values to sum products of: float64 for float32 (each sum of products is then rounded to float32
+        once: the same on every machine, where float32 BLAS kernels sum in an order of their CPU's and give
+        equal channels of equal weights results a float32 step apart), float32 for relaxed float32 (float16
+        values, float32 accumulators), exact float64 for quantized."""
         values = self.real(index)
-        return values.astype(np.float32) if values.dtype == np.float16 else values
+        if values.dtype == np.float16:
+            return values.astype(np.float32)
+        return values.astype(np.float64) if values.dtype == np.float32 else values
 
     # -- writing -------------------------------------------------------------------------------------
     def put(self, index: int, values: np.ndarray, fuse: int = FuseCode.NONE) -> None:

@@ -8,8 +8,9 @@ built with) and every other node stays, and its QNN context binary ``<model>.qnn
 
 The artifact is then checked: the EPContext model is loaded back with the QNN EP (on x86-64 Linux the HTP
 runs as a simulator) and run on deterministic random inputs, against onnxruntime's CPU EP on the model
-before compiling, within the tolerance of the precision (:data:`TOLERANCES`).  The largest error is in the
-result's metadata (``max_abs_error``); a larger one is a :class:`mobile_ep.VerificationError`.
+before compiling, within the tolerance of the arithmetic the HTP uses (:data:`ARITHMETIC`, :data:`TOLERANCES`:
+float32 graphs run in fp16).  The largest error, the arithmetic and the tolerance are in the result's
+metadata; a larger error is a :class:`mobile_ep.VerificationError`.
 """
 
 from __future__ import annotations
@@ -24,12 +25,28 @@ from mobile_ep.contract.compile import CompileError
 from mobile_ep.passes import to_epcontext
 from mobile_ep.passes.to_epcontext import CompiledNode, CompileResult
 
-__all__ = ["TOLERANCES", "compile_with_ep", "context_binaries"]
+__all__ = ["ARITHMETIC", "TOLERANCES", "compare", "compile_with_ep", "context_binaries", "tolerance_text"]
 
-#: (atol, rtol) of the HTP's outputs against onnxruntime's CPU result, by precision.  float32 models run on
-#: the HTP in float16 arithmetic where the HTP has no float32 kernel; quantized ones are one or more
-#: quantization steps off, so their tolerance is relative to each output's range (rtol is of the range).
-TOLERANCES = {"float32": (1e-2, 1e-2), "fp16": (2e-2, 2e-2), "quantized": (0.0, 0.05)}
+#: What the HTP computes float graphs in, by the backend's ``precision``: the QNN EP runs float32 graphs in
+#: fp16 arithmetic unless ``enable_htp_fp16_precision=0`` (its default is 1, which ``precision=float32`` keeps;
+#: this wheel's HTP simulator gave bit-identical results with 0 and 1, so fp16 is what runs either way).
+ARITHMETIC = {"float32": "fp16", "fp16": "fp16", "quantized": "quantized"}
+#: (atol, rtol) of the HTP's outputs against onnxruntime's CPU result, by arithmetic, with rtol relative to
+#: each output's largest magnitude (its scale), not to each element: fp16 rounding errors (2^-11 relative
+#: per operation) add up with depth and are of the output's scale wherever an element is near zero.
+#: Measured: a 24-layer residual MLP 0.7% of its scale, a 2-layer decoder's logits 1.9%, a 24-layer 0.5B one
+#: 0.051 (about 1%); a wrong lowering is off by the order of the scale.  Quantized models are steps of their
+#: output scale off: rtol of each output's range.
+TOLERANCES = {"fp16": (1e-2, 3e-2), "quantized": (0.0, 0.05)}
+
+
+def tolerance_text(precision: str) -> str:
+    """The tolerance ``--compile`` checks *precision* with, as the report states it."""
+    arithmetic = ARITHMETIC[precision]
+    atol, rtol = TOLERANCES[arithmetic]
+    if arithmetic == "quantized":
+        return f"{rtol} of each output's range (quantized)"
+    return f"atol {atol} + {rtol} of each output's largest magnitude (fp16 arithmetic on the HTP)"
 
 
 def context_binaries(model_path: pathlib.Path) -> list[pathlib.Path]:
@@ -54,8 +71,12 @@ def _text(node, name: str) -> str:
     return value.decode() if isinstance(value, bytes) else "" if value is None else str(value)
 
 
-def _error(reference: dict[str, np.ndarray], got: dict[str, np.ndarray], precision: str) -> tuple[float, bool]:
-    atol, rtol = TOLERANCES[precision]
+def compare(reference: dict[str, np.ndarray], got: dict[str, np.ndarray], precision: str) -> tuple[float, bool]:
+    """The largest absolute error of *got* against *reference* (by output name) and whether every output is
+    within the tolerance of the arithmetic the HTP uses for *precision* (:data:`ARITHMETIC`,
+    :data:`TOLERANCES`); outputs that are not floats must be equal."""
+    arithmetic = ARITHMETIC[precision]
+    atol, rtol = TOLERANCES[arithmetic]
     worst, ok = 0.0, True
     for name, ref in reference.items():
         ref = np.asarray(ref)
@@ -65,13 +86,15 @@ def _error(reference: dict[str, np.ndarray], got: dict[str, np.ndarray], precisi
         if not np.issubdtype(ref.dtype, np.floating):
             ok = ok and bool(np.array_equal(ref, out))
             continue
-        diff = float(np.max(np.abs(ref.astype(np.float64) - out.astype(np.float64)))) if ref.size else 0.0
-        worst = max(worst, diff)
-        if precision == "quantized":
-            span = float(np.max(ref) - np.min(ref)) if ref.size else 0.0
-            ok = ok and diff <= rtol * max(span, 1e-6)
+        if not ref.size:
+            continue
+        reference64 = ref.astype(np.float64)
+        diff = float(np.max(np.abs(reference64 - out.astype(np.float64))))
+        worst = max(worst, diff) if not np.isnan(diff) else float("inf")
+        if arithmetic == "quantized":
+            ok = ok and diff <= rtol * max(float(np.max(ref) - np.min(ref)), 1e-6)
         else:
-            ok = ok and bool(np.all(np.abs(ref - out) <= atol + rtol * np.abs(ref)))
+            ok = ok and diff <= atol + rtol * float(np.max(np.abs(reference64)))
     return worst, ok
 
 
@@ -112,8 +135,7 @@ def compile_with_ep(backend, source: pathlib.Path, target: pathlib.Path, workdir
     names = [o.name for o in compiled.get_outputs()]
     got = dict(zip(names, compiled.run(names, feeds), strict=True))
     precision = backend.options.precision
-    worst, ok = _error(reference, got, precision)
-    atol, rtol = TOLERANCES[precision]
+    worst, ok = compare(reference, got, precision)
     for node in written.graph:
         if not to_epcontext.is_context_node(node):
             continue
@@ -124,12 +146,13 @@ def compile_with_ep(backend, source: pathlib.Path, target: pathlib.Path, workdir
             {"source": _text(node, "source"), "ep_sdk_version": _text(node, "ep_sdk_version"),
              "ep_cache_context": _text(node, "ep_cache_context"),
              "soc_model": str(backend.options.soc_model), "precision": precision,
-             "max_abs_error": f"{worst:.3g}", "tolerance": f"atol {atol} rtol {rtol}" if precision != "quantized"
-             else f"{rtol} of each output's range"}))
+             "arithmetic": ARITHMETIC[precision], "max_abs_error": f"{worst:.3g}",
+             "tolerance": tolerance_text(precision)}))
     if len(result.compiled) > 1:  # the nodes taken are those of all partitions together
         for entry in result.compiled[1:]:
             entry.nodes = []
     if not ok:
         raise VerificationError(f"{target}: the QNN context binary run on the HTP simulator differs from onnxruntime's "
-                                f"CPU result on {source.name}: max abs error {worst:.3g} (precision {precision})")
+                                f"CPU result on {source.name}: max abs error {worst:.3g}, beyond the tolerance of "
+                                f"precision {precision}: {tolerance_text(precision)}")
     return result

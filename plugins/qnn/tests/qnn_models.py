@@ -197,6 +197,24 @@ def passthrough_output_graph() -> onnx.ModelProto:
                   [helper.make_tensor_value_info(name, F, dims) for name, dims in outputs.items()], inits, opset=14)
 
 
+def deep_residual_mlp(layers: int = 24, width: int = 64, seed: int = 0) -> onnx.ModelProto:
+    """``x + Sigmoid(x @ W)`` repeated *layers* times (He-scaled weights), then a linear head: a deep float32
+    graph whose hidden values grow to ~15, where fp16 rounding adds up to a few hundredths on every output,
+    near zero ones too (more than 1e-2 + 1e-2 of each element)."""
+    rng = np.random.default_rng(seed)
+    nodes, inits, x = [], [], "x"
+    for i in range(layers):
+        inits.append(_init(f"w{i}", (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)))
+        nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"], name=f"matmul{i}"),
+                  helper.make_node("Sigmoid", [f"m{i}"], [f"s{i}"], name=f"sigmoid{i}"),
+                  helper.make_node("Add", [x, f"s{i}"], [f"r{i}"], name=f"residual{i}")]
+        x = f"r{i}"
+    inits.append(_init("head", (rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)))
+    nodes.append(helper.make_node("MatMul", [x, "head"], ["y"], name="head"))  # logits of both signs, some near 0
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])], inits)
+
+
 def dynamic_cnn() -> onnx.ModelProto:
     """:func:`small_cnn` with a symbolic batch dimension: the QNN EP takes none of it."""
     return small_cnn(batch="N")

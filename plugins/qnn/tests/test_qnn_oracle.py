@@ -174,6 +174,29 @@ def test_tensor_rank_limits_as_the_real_ep(qnn_backend, qnn_ep, op, shape, taken
         assert "rank" in result.reasons["op"]
 
 
+@pytest.mark.parametrize(("dtype", "data", "indices", "taken"), [
+    ("FLOAT", [1, 64], [1, 1, 64, 2], True), ("FLOAT16", [4, 64], [4, 1], True), ("INT32", [4, 64], [4, 1], True),
+    ("BOOL", [1, 64], [64, 2], False), ("INT64", [4, 64], [4, 1], False), ("UINT8", [4, 64], [4, 1], False),
+    ("INT8", [4, 64], [4, 1], False), ("FLOAT", [1, 64], [1, 1, 1, 64, 2], False),
+    ("FLOAT", [2, 2, 2, 2, 4], [2, 1], False)])
+def test_gathernd_data_types_and_ranks_as_the_real_ep(qnn_backend, qnn_ep, dtype, data, indices, taken):
+    """GatherND as DistilBERT's dynamo export writes it (a bool mask [1, 64], int64 indices [1, 1, 1, 64, 2]) and
+    its neighbours: the real EP takes float32, float16 and int32 data of rank 4 at most, with indices of rank 4
+    at most; the rest stays on the CPU."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    elem = getattr(TensorProto, dtype)
+    index = np.zeros(indices, np.int64)
+    out = indices[:-1] + data[indices[-1]:]
+    graph = helper.make_graph([helper.make_node("GatherND", ["data", "idx"], ["y"], name="gathernd")], "g",
+                              [helper.make_tensor_value_info("data", elem, data)],
+                              [helper.make_tensor_value_info("y", elem, out)], [numpy_helper.from_array(index, "idx")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    result = run_oracle(qnn_backend, model, qnn_ep, case=f"GatherND {dtype} {data} {indices}")
+    _check(result)
+    assert bool(result.real_nodes) is taken
+
+
 def test_rank6_reshape_transpose_reshape_is_taken_as_rank5(qnn_backend, qnn_ep):
     result = run_oracle(qnn_backend, _case("test_depthtospace_example_expanded"), qnn_ep, case="depthtospace")
     _check(result)

@@ -323,7 +323,7 @@ def _softmax(p: Any, xs: list[np.ndarray]) -> np.ndarray:
 # -- linear algebra ----------------------------------------------------------------------------------
 @layer("innerProduct")
 def _inner_product(p: Any, xs: list[np.ndarray]) -> np.ndarray:
-    x = _f32(xs[0])
+    x = np.asarray(xs[0], dtype=np.float64)  # (products summed in float64: see mil_ops' precision)
     c_in, c_out = int(p.inputChannels), int(p.outputChannels)
     w = weights(p.weights, (c_out, c_in))
     bias = weights(p.bias, (c_out,)) if p.hasBias else np.zeros(c_out, np.float32)
@@ -349,7 +349,7 @@ def _embedding_nd(p: Any, xs: list[np.ndarray]) -> np.ndarray:
 
 @layer("batchedMatmul")
 def _batched_matmul(p: Any, xs: list[np.ndarray]) -> np.ndarray:
-    a = _f32(xs[0])
+    a = np.asarray(xs[0], dtype=np.float64)  # (products summed in float64: see mil_ops' precision)
     if p.transposeA and a.ndim >= 2:
         a = np.swapaxes(a, -1, -2)
     if len(xs) == 1:
@@ -357,7 +357,7 @@ def _batched_matmul(p: Any, xs: list[np.ndarray]) -> np.ndarray:
         w = weights(p.weights, (int(p.weightMatrixSecondDimension), int(p.weightMatrixFirstDimension))).T
         y = np.matmul(a, w)
         return y + weights(p.bias, (w.shape[1],)) if p.hasBias else y
-    b = _f32(xs[1])
+    b = np.asarray(xs[1], dtype=np.float64)
     if p.transposeB and b.ndim >= 2:
         b = np.swapaxes(b, -1, -2)
     return np.matmul(a, b)

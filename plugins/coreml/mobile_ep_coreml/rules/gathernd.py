@@ -7,7 +7,7 @@ import numpy as np
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support, attr
 from mobile_ep_coreml.mil import MILBuilder
 
-from ._base import BOOL, FLOAT, FLOAT16, INT32, INT64, CoreMLRule, check_type, is_constant
+from ._base import FLOAT, FLOAT16, INT32, INT64, CoreMLRule, check_type, is_constant
 
 
 class GatherND(CoreMLRule):
@@ -15,9 +15,10 @@ class GatherND(CoreMLRule):
     neuralnetwork = False
 
     def check_types(self, unit: NodeUnit, ctx: RuleContext) -> Support:
-        """data float32, float16, int32, int64 or bool; indices int32 or int64."""
+        """data float32, float16, int32 or int64 (as int32); indices int32 or int64.  Not bool: coremltools'
+        gather_nd takes fp16, fp32 and int32 data only (its lowering fails on bool)."""
         node = unit.target
-        result = check_type(ctx, node.inputs[0], {FLOAT, FLOAT16, INT32, INT64, BOOL}, "data (input 0)",
+        result = check_type(ctx, node.inputs[0], {FLOAT, FLOAT16, INT32, INT64}, "data (input 0)",
                             "Core ML's gather_nd")
         if result:
             result = check_type(ctx, node.inputs[1], {INT32, INT64}, "indices (input 1)", "Core ML's gather_nd")

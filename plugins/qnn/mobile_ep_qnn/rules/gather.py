@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ._base import INTS, SUPPORTED, QnnRule, Support, attr
+from ._base import FLOATS, INTS, SUPPORTED, DataType, QnnRule, Support, attr
 from .reshape import ANY_DATA
 
 
@@ -18,10 +18,14 @@ class Gather(QnnRule):
 
 class GatherND(QnnRule):
     op_types = ("GatherND",)
-    input_types = {0: ANY_DATA, 1: INTS}
+    #: The real EP (onnxruntime-qnn 2.7, HTP) takes float32, float16 and int32 data only: bool, int64, 8- and
+    #: 16-bit integer data stay on the CPU (the oracle: ``test_gathernd_data_types_and_ranks_as_the_real_ep``).
+    input_types = {0: FLOATS | {DataType.INT32}, 1: INTS}
+    #: ... and data and indices of rank 4 at most (a rank-5 one stays on the CPU, as Neg's does).
+    max_rank = 4
 
     def check(self, unit, ctx):
-        """batch_dims=0."""
+        """batch_dims=0; float32, float16 or int32 data (bool, int64, 8- and 16-bit data stay on the CPU)."""
         if attr(unit.target, "batch_dims", 0) != 0:
             return Support.no("batch_dims other than 0: QNN's GatherNd is built with batch_dims=0")
         return SUPPORTED
