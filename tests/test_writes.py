@@ -113,15 +113,30 @@ def wait_for(condition, proc: subprocess.Popen, what: str):
         time.sleep(0.01)
 
 
-def staging(out: pathlib.Path, pid: int | None = None) -> list[pathlib.Path]:
-    """The staging folders in *out* (of process *pid* only, if given)."""
-    prefix = STAGING_PREFIX if pid is None else f"{STAGING_PREFIX}{pid}-"
-    return [p for p in out.iterdir() if p.name.startswith(prefix)] if out.exists() else []
+def gone(pid: int) -> None:
+    """Wait until process *pid* has ended."""
+    deadline = time.monotonic() + 300
+    while pathlib.Path(f"/proc/{pid}").exists() and "Z" not in _state(pid):
+        assert time.monotonic() < deadline, f"process {pid} still running"
+        time.sleep(0.01)
 
 
-STAGES = {  # what shows that the convert of process *pid* writing *name* has reached each stage, seen from outside
-    "writing": lambda out, pid, name: bool(staging(out, pid)),
-    "verifying": lambda out, pid, name: any((folder / name).exists() for folder in staging(out, pid)),
+def _state(pid: int) -> str:
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return "Z"
+
+
+def staging(out: pathlib.Path, but: frozenset[pathlib.Path] = frozenset()) -> list[pathlib.Path]:
+    """The staging folders in *out*, *but* those (of earlier runs)."""
+    return [p for p in out.iterdir() if p.name.startswith(STAGING_PREFIX) and p not in but] if out.exists() else []
+
+
+STAGES = {  # what shows that a convert writing *name* has reached each stage, seen from outside (*old*: the
+    # staging folders there before it started)
+    "writing": lambda out, old, name: bool(staging(out, old)),
+    "verifying": lambda out, old, name: any((folder / name).exists() for folder in staging(out, old)),
 }
 
 
@@ -134,7 +149,7 @@ def test_sigint_says_interrupted_exits_130_and_leaves_the_old_set(tmp_path, stag
     old = a_complete_set(out)
     big = matmul_model(tmp_path / "big.onnx", 2500, seed=1)  # 25 MB: seconds of work after the stage is seen
     proc = cli("convert", big, "--ep", "nnapi", "-o", out)
-    wait_for(lambda: STAGES[stage](out, proc.pid, "big.nnapi.onnx"), proc, stage)
+    wait_for(lambda: STAGES[stage](out, frozenset(), "big.nnapi.onnx"), proc, stage)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 130, stderr
@@ -224,11 +239,14 @@ def test_sigkill_leaves_the_old_or_the_new_complete_set(tmp_path):
     big_dir.mkdir()
     big = matmul_model(big_dir / "m.onnx", 2000, seed=2)  # the same output names, other contents
     for stage in ("writing", "verifying"):  # killed at each stage: the old set stays
+        earlier = frozenset(staging(out))
         proc = cli("convert", big, "--ep", "nnapi", "-o", out)
-        reached = functools.partial(STAGES[stage], out, proc.pid, "m.nnapi.onnx")
+        reached = functools.partial(STAGES[stage], out, earlier, "m.nnapi.onnx")
         wait_for(reached, proc, stage)
         proc.kill()
         proc.wait()
+        for folder in staging(out, earlier):  # the process that wrote it (the command's own, where it forks) dies too
+            gone(int(folder.name[len(STAGING_PREFIX):].partition("-")[0]))
         assert a_complete_set(out) == old
     assert staging(out)  # (what the killed runs left)
     # the next run clears what killed runs left, and its set replaces the old one whole

@@ -198,13 +198,17 @@ def _disk_full(folder: pathlib.Path) -> bool:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process *pid* runs (a zombie, killed and not yet reaped by its parent, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except OSError:
         return True
-    return True
+    try:  # (Linux: the state field of /proc/PID/stat, after the command name in parentheses)
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _previous_set(report: pathlib.Path, out_dir: pathlib.Path) -> set[str]:
