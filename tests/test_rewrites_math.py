@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from onnx import helper
 from test_rewrites import EDGE, assert_same, rnd, run
-from test_rewrites_spatial import Mobile, legalized
+from test_rewrites_spatial import Mobile, MobileRule, legalized
 
 from mepkit import const, make_model, tensor
+from mobile_ep import RuleRegistry, Support
 from mobile_ep.passes import rewrites
 
 
@@ -114,3 +115,123 @@ def test_rank5_transpose_that_separates_every_axis_is_left_alone(tmp_path):
     _, legal = legalized(proto, rewrite, tmp_path, Mobile(rewrite))
     assert legal.applied == []
     assert [s.reason for s in legal.skipped if s.node == "y"] == ["no axes stay together through the Transpose"]
+
+
+@pytest.mark.parametrize("mid, perm, out", [
+    ([1, 4, 3, 4, 3, 5], [0, 1, 3, 2, 4, 5], [16, 9, 5]),  # Swin window partition [B, H/w, w, W/w, w, C]
+    ([1, 4, 4, 3, 3, 5], [0, 1, 3, 2, 4, 5], [1, 12, 12, 5]),  # its inverse
+    ([2, 2, 3, 2, 3, 5], [0, 1, 3, 2, 4, 5], [8, 9, 5]),  # batch 2
+])
+def test_rank6_window_partition_is_exact(tmp_path, mid, perm, out):
+    source = [mid[0], mid[1] * mid[2], mid[3] * mid[4], mid[5]]
+    nodes = [helper.make_node("Reshape", ["x", "s6"], ["r"], name="r"),
+             helper.make_node("Transpose", ["r"], ["t"], name="t", perm=perm),
+             helper.make_node("Reshape", ["t", "so"], ["y"], name="y")]
+    inits = [const("s6", np.array(mid, np.int64)), const("so", np.array(out, np.int64))]
+    proto = make_model(nodes, [tensor("x", source)], [tensor("y", out)], inits)
+    rewrite = rewrites.Rank5TransposeMerge()
+    new, legal = legalized(proto, rewrite, tmp_path, Mobile(rewrite))
+    assert len(legal.applied) == 1, legal.skipped
+    ranks = [len(v.type.tensor_type.shape.dim) for v in [*new.graph.value_info, *new.graph.output]]
+    assert max(ranks) <= 4
+    feeds = {"x": np.resize(np.concatenate([EDGE, rnd(60)]), source).astype(np.float32)}
+    assert_same(run(proto, feeds), run(new, feeds), exact=True)
+
+
+def test_rank6_transpose_of_five_runs_is_left_alone(tmp_path):
+    nodes = [helper.make_node("Reshape", ["x", "s6"], ["r"], name="r"),
+             helper.make_node("Transpose", ["r"], ["t"], name="t", perm=[0, 1, 3, 2, 5, 4]),
+             helper.make_node("Reshape", ["t", "so"], ["y"], name="y")]
+    inits = [const("s6", np.array([2, 2, 2, 2, 2, 2], np.int64)), const("so", np.array([8, 8], np.int64))]
+    proto = make_model(nodes, [tensor("x", [8, 8])], [tensor("y", [8, 8])], inits)
+    _, legal = legalized(proto, rewrites.Rank5TransposeMerge(), tmp_path, Mobile(rewrites.Rank5TransposeMerge()))
+    assert legal.applied == []
+    assert [s.reason for s in legal.skipped if s.node == "y"] == [
+        "more than 4 runs of axes stay together through the Transpose (5)"]
+
+
+@pytest.mark.parametrize("perm, axis", [([2, 0, 3, 1, 4], 0),  # the exporters' qkv.permute(2, 0, 3, 1, 4)[i]
+                                        (None, 2),  # onnxruntime's transpose optimizer: Gather, then Transpose
+                                        ([0, 2, 1, 3, 4], 1)])
+def test_rank5_gather_split_is_exact(tmp_path, perm, axis):
+    mid = [4, 6, 3, 2, 5]  # [windows, tokens, 3, heads, head dim]
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["r"], name="r")]
+    data, shape5 = "r", mid
+    if perm is not None:
+        nodes.append(helper.make_node("Transpose", ["r"], ["t"], name="t", perm=perm))
+        data, shape5 = "t", [mid[p] for p in perm]
+    inits = [const("s", np.array(mid, np.int64))]
+    out_shape = [d for j, d in enumerate(shape5) if j != axis]
+    outputs = []
+    for i in range(3):
+        index = i - 3 if i == 2 else i  # (a negative index too)
+        inits.append(const(f"i{i}", np.array(index, np.int64)))
+        nodes.append(helper.make_node("Gather", [data, f"i{i}"], [f"y{i}"], name=f"g{i}", axis=axis))
+        outputs.append(tensor(f"y{i}", out_shape))
+    proto = make_model(nodes, [tensor("x", [24, 30])], outputs, inits)
+    rewrite = rewrites.Rank5GatherSplit()
+    new, legal = legalized(proto, rewrite, tmp_path, Mobile(rewrite))
+    assert len(legal.applied) == 3, legal.skipped
+    ranks = [len(v.type.tensor_type.shape.dim) for v in [*new.graph.value_info, *new.graph.output]]
+    assert max(ranks) <= 4 and "Gather" not in {n.op_type for n in new.graph.node}
+    feeds = {"x": np.resize(np.concatenate([EDGE, rnd(50)]), (24, 30)).astype(np.float32)}
+    assert_same(run(proto, feeds), run(new, feeds), exact=True)
+
+
+def test_rank5_gather_of_computed_indices_is_left_alone(tmp_path):
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["r"], name="r"),
+             helper.make_node("Gather", ["r", "i"], ["y"], name="g", axis=2)]
+    proto = make_model(nodes, [tensor("x", [6, 30]), tensor("i", [], 7)], [tensor("y", [2, 3, 2, 5])],
+                       [const("s", np.array([2, 3, 3, 2, 5], np.int64))])
+    _, legal = legalized(proto, rewrites.Rank5GatherSplit(), tmp_path, Mobile(rewrites.Rank5GatherSplit()))
+    assert legal.applied == [] and legal.skipped[0].reason == "the indices are not one constant scalar"
+
+
+@pytest.mark.parametrize("op, swap", [("Add", False), ("Sub", True), ("Mul", False), ("Div", False)])
+def test_rank5_binary_merge_is_exact(tmp_path, op, swap):
+    """Swin's shifted-window mask: attn.view(B, nW, heads, N, N) + mask[None, :, None], back to [B*nW, heads, N, N]."""
+    windows, heads, n = 4, 3, 5
+    mask = np.where(np.random.default_rng(3).random((1, windows, 1, n, n)) < 0.5, -100.0, 0.5).astype(np.float32)
+    if op == "Div":
+        mask = mask + 2.0
+    operands = ["c", "r"] if swap else ["r", "c"]
+    nodes = [helper.make_node("Reshape", ["x", "s5"], ["r"], name="r"),
+             helper.make_node(op, operands, ["a"], name="a"),
+             helper.make_node("Reshape", ["a", "s4"], ["y"], name="y")]
+    inits = [const("s5", np.array([1, windows, heads, n, n], np.int64)), const("c", mask),
+             const("s4", np.array([-1, heads, n, n], np.int64))]
+    proto = make_model(nodes, [tensor("x", [windows, heads, n, n])], [tensor("y", [windows, heads, n, n])], inits)
+    rewrite = rewrites.Rank5BinaryMerge()
+    new, legal = legalized(proto, rewrite, tmp_path, Mobile(rewrite))
+    assert len(legal.applied) == 1, legal.skipped
+    assert [n.op_type for n in new.graph.node] == [op]
+    (operand,) = [t for t in new.graph.initializer if t.name != "s4" and t.name != "s5" and t.name != "c"]
+    assert list(operand.dims) == [windows, 1, n, n]  # (constant along the heads)
+    feeds = {"x": np.resize(np.concatenate([EDGE, rnd(50)]), (windows, heads, n, n)).astype(np.float32)}
+    assert_same(run(proto, feeds), run(new, feeds), exact=True)
+
+
+def test_pad_with_an_empty_constant_value_name_drops_it(tmp_path):
+    """torch's F.pad through the TorchScript exporter: Pad(x, pads, "") is Pad(x, pads)."""
+    proto = make_model([helper.make_node("Pad", ["x", "p", ""], ["y"], name="pad", mode="constant")],
+                       [tensor("x", [1, 5, 6, 3])], [tensor("y", [1, 6, 8, 3])],
+                       [const("p", np.array([0, 0, 1, 0, 0, 1, 1, 0], np.int64))])
+
+    class CountsEmptyInputs(MobileRule):
+        """As ORT's NNAPI Pad builder: an input listed with an empty name is an input that is not constant."""
+
+        def check(self, unit, ctx):
+            if len(unit.target.inputs) > 2:
+                return Support.no("constant_value is not a constant")
+            return super().check(unit, ctx)
+
+    class Backend(Mobile):
+        def build_rules(self):
+            return RuleRegistry([CountsEmptyInputs()])
+
+    rewrite = rewrites.EmptyInputDrop()
+    new, legal = legalized(proto, rewrite, tmp_path, Backend(rewrite))
+    assert len(legal.applied) == 1, legal.skipped
+    assert [list(n.input) for n in new.graph.node] == [["x", "p"]]
+    feeds = {"x": np.resize(np.concatenate([EDGE, rnd(50)]), (1, 5, 6, 3)).astype(np.float32)}
+    assert_same(run(proto, feeds), run(new, feeds), exact=True)

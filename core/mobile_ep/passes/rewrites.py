@@ -15,7 +15,14 @@ import onnx_ir as ir
 
 from mobile_ep.contract import RuleContext, Support, attr
 from mobile_ep.contract.rewrite import Builder, Rewrite, broadcast_shapes, float_input
-from mobile_ep.passes._rewrites_math import ErfApproximation, Rank5HeadSplit, Rank5TransposeMerge
+from mobile_ep.passes._rewrites_math import (
+    EmptyInputDrop,
+    ErfApproximation,
+    Rank5BinaryMerge,
+    Rank5GatherSplit,
+    Rank5HeadSplit,
+    Rank5TransposeMerge,
+)
 from mobile_ep.passes._rewrites_rnn import GRUToSteps, LSTMToSteps
 from mobile_ep.passes._rewrites_spatial import (
     ConvTo2D,
@@ -56,6 +63,9 @@ __all__ = [
     "ErfApproximation",
     "Rank5HeadSplit",
     "Rank5TransposeMerge",
+    "Rank5GatherSplit",
+    "Rank5BinaryMerge",
+    "EmptyInputDrop",
     "LSTMToSteps",
     "GRUToSteps",
 ]
