@@ -77,7 +77,8 @@ class Graph:
         return self.op("LayerNormalization", x, self.const(np.ones(n, np.float32) + self.rng.standard_normal(n).astype(
             np.float32) * 0.1), self.weight(n, scale=0.1), axis=-1, epsilon=1e-5)
 
-    def attention(self, x: str, seq: int, hidden: int, heads: int, mask: str | None = None) -> str:
+    def attention(self, x: str, seq: int, hidden: int, heads: int, mask: str | None = None, nan_guard: bool = False
+                  ) -> str:
         d = hidden // heads
 
         def split_heads(v: str, perm: list[int]) -> str:
@@ -90,16 +91,19 @@ class Graph:
         if mask is not None:
             scores = self.op("Add", scores, mask)
         probs = self.op("Softmax", scores, axis=-1)
+        if nan_guard:  # torch's scaled_dot_product_attention: rows a -inf mask covers whole are 0, not NaN
+            probs = self.op("Where", self.op("IsNaN", probs), self.scalar(0.0), probs)
         ctx = self.op("Transpose", self.op("MatMul", probs, v), perm=[0, 2, 1, 3])
         return self.linear(self.op("Reshape", ctx, self.ints(1, seq, hidden)), hidden, hidden)
 
-    def encoder_layer(self, x: str, seq: int, hidden: int, heads: int, mask: str | None = None, pre_norm=False) -> str:
+    def encoder_layer(self, x: str, seq: int, hidden: int, heads: int, mask: str | None = None, pre_norm=False,
+                      nan_guard: bool = False) -> str:
         if pre_norm:  # ViT, Whisper
             x = self.op("Add", x, self.attention(self.layernorm(x, hidden), seq, hidden, heads, mask))
             ff = self.linear(self.gelu_erf(self.linear(self.layernorm(x, hidden), hidden, 2 * hidden)), 2 * hidden,
                              hidden)
             return self.op("Add", x, ff)
-        x = self.layernorm(self.op("Add", x, self.attention(x, seq, hidden, heads, mask)), hidden)
+        x = self.layernorm(self.op("Add", x, self.attention(x, seq, hidden, heads, mask, nan_guard)), hidden)
         ff = self.linear(self.gelu_erf(self.linear(x, hidden, 2 * hidden)), 2 * hidden, hidden)
         return self.layernorm(self.op("Add", x, ff), hidden)
 
@@ -126,15 +130,23 @@ def _out(name: str) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
 
 
-def bert(seq: int = 16, hidden: int = 32, heads: int = 2, layers: int = 2, vocab: int = 50, dynamo: bool = False
-         ) -> onnx.ModelProto:
+def bert(seq: int = 16, hidden: int = 32, heads: int = 2, layers: int = 2, vocab: int = 50, dynamo: bool = False,
+         sdpa: bool = False) -> onnx.ModelProto:
     """TorchScript's additive mask, (1 - mask[:, None, None, :]) * -10000; with *dynamo*, the dynamo exporter's
-    Where(mask, 0, -inf) with an IsNaN guard."""
+    Where(mask, 0, -inf) with an IsNaN guard; with *sdpa*, transformers' default (scaled-dot-product) attention
+    through the TorchScript exporter (opset 17, shapes folded): the bool mask picked by Flatten, Gather of an
+    arange and Reshape, And with the all-true causal part, Where(mask, 0, -inf), and after each Softmax the
+    Where(IsNaN) guard."""
     g = Graph(1)
     emb = g.op("Gather", g.weight(vocab, hidden, scale=0.5), "input_ids", axis=0)
     emb = g.op("Add", emb, g.weight(1, seq, hidden, scale=0.5))
     x = g.layernorm(emb, hidden)
-    if dynamo:
+    if sdpa:
+        keep = g.op("Flatten", g.op("Cast", "attention_mask", to=TensorProto.BOOL), axis=2)
+        keep = g.op("Gather", keep, g.const(np.arange(seq, dtype=np.int64).reshape(1, 1, 1, seq)), axis=0)
+        keep = g.op("And", g.const(np.ones((1, 1, seq, 1), bool)), g.op("Reshape", keep, g.ints(1, 1, 1, seq)))
+        mask = g.op("Where", keep, g.scalar(0.0), g.scalar(float("-inf")))
+    elif dynamo:
         keep = g.op("Cast", g.op("Unsqueeze", "attention_mask", g.ints(1, 2)), to=TensorProto.BOOL)
         mask = g.op("Where", keep, g.scalar(0.0), g.scalar(float("-inf")))
         mask = g.op("Where", g.op("IsNaN", mask), g.scalar(0.0), mask)
@@ -142,7 +154,7 @@ def bert(seq: int = 16, hidden: int = 32, heads: int = 2, layers: int = 2, vocab
         m = g.op("Cast", g.op("Unsqueeze", "attention_mask", g.ints(1, 2)), to=TensorProto.FLOAT)
         mask = g.op("Mul", g.op("Sub", g.scalar(1.0), m), g.scalar(-10000.0))
     for _ in range(layers):
-        x = g.encoder_layer(x, seq, hidden, heads, mask)
+        x = g.encoder_layer(x, seq, hidden, heads, mask, nan_guard=sdpa)
     first = g.op("Gather", x, g.const(np.array(0, np.int64)), axis=1)
     pooled = g.op("Tanh", g.op("Gemm", first, g.weight(hidden, hidden), g.weight(hidden, scale=0.1), transB=1))
     g.op("Identity", x)

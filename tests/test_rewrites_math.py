@@ -235,3 +235,60 @@ def test_pad_with_an_empty_constant_value_name_drops_it(tmp_path):
     assert [list(n.input) for n in new.graph.node] == [["x", "p"]]
     feeds = {"x": np.resize(np.concatenate([EDGE, rnd(50)]), (1, 5, 6, 3)).astype(np.float32)}
     assert_same(run(proto, feeds), run(new, feeds), exact=True)
+
+
+class _AttentionRule(MobileRule):
+    op_types = (*MobileRule.op_types, "Softmax", "ReduceMean", "Log")
+
+
+class _Attention(Mobile):
+    """The test backend, with the ops an attention block adds: Softmax, ReduceMean, Log."""
+
+    def build_rules(self):
+        return RuleRegistry([_AttentionRule()])
+
+
+def _guarded_softmax(fill: float, mask_shape) -> object:
+    """Where(IsNaN(s), 0, s), s = Softmax(scores + Where(keep, 0, fill)): scaled-dot-product attention's export."""
+    nodes = [helper.make_node("Where", ["keep", "zero", "fill"], ["mask"], name="mask"),
+             helper.make_node("Add", ["scores", "mask"], ["z"], name="add"),
+             helper.make_node("Softmax", ["z"], ["s"], name="softmax", axis=-1),
+             helper.make_node("IsNaN", ["s"], ["nan"], name="isnan"),
+             helper.make_node("Where", ["nan", "zero", "s"], ["y"], name="guard")]
+    inits = [const("zero", np.array(0.0, np.float32)), const("fill", np.array(fill, np.float32))]
+    return make_model(nodes, [tensor("scores", [2, 3, 4, 5]), tensor("keep", mask_shape, 9)],
+                      [tensor("y", [2, 3, 4, 5])], inits)
+
+
+@pytest.mark.parametrize("fill", [float("-inf"), float(np.finfo(np.float32).min)])
+@pytest.mark.parametrize("mask_shape", [[2, 1, 4, 5], [2, 1, 1, 5]])
+def test_softmax_nan_guard_is_exact_for_finite_scores(tmp_path, fill, mask_shape):
+    """Fully masked rows (0 after the guard), partly masked and unmasked ones; large and tiny scores."""
+    proto = _guarded_softmax(fill, mask_shape)
+    rewrite = rewrites.SoftmaxNanGuard()
+    new, legal = legalized(proto, rewrite, tmp_path, _Attention(rewrite))
+    assert len(legal.applied) == 1, legal.skipped
+    assert not {"IsNaN", "Where"} & {n.op_type for n in new.graph.node if n.name != "mask"}
+    rng = np.random.default_rng(7)
+    scores = rng.standard_normal((2, 3, 4, 5)).astype(np.float32) * 10
+    scores[0, 0, 0] = [80.0, -80.0, 1e-30, 0.0, -0.0]
+    keep = rng.random(mask_shape) < 0.5
+    keep[0, ..., 0, :] = False  # every key of a row masked
+    keep[1, ..., -1, :] = True
+    feeds = {"scores": scores, "keep": keep}
+    before, after = run(proto, feeds), run(new, feeds)
+    assert_same(before, after, exact=True)
+    if fill == float("-inf"):
+        assert (before[0][0, :, 0] == 0).all()  # (the guard's case is there)
+
+
+def test_softmax_nan_guard_needs_the_mask_it_reasons_about(tmp_path):
+    nodes = [helper.make_node("Softmax", ["scores"], ["s"], name="softmax", axis=-1),
+             helper.make_node("IsNaN", ["s"], ["nan"], name="isnan"),
+             helper.make_node("Where", ["nan", "zero", "s"], ["y"], name="guard")]
+    proto = make_model(nodes, [tensor("scores", [2, 5])], [tensor("y", [2, 5])],
+                       [const("zero", np.array(0.0, np.float32))])
+    rewrite = rewrites.SoftmaxNanGuard()
+    _, legal = legalized(proto, rewrite, tmp_path, Mobile(rewrite))
+    assert legal.applied == []
+    assert legal.skipped[0].reason == "the Softmax is not of an Add of float32 scores and a mask"

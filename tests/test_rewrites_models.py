@@ -122,3 +122,21 @@ def test_compiled_model_saves_while_views_of_its_external_weights_are_held(tmp_p
     path = save_compiled(model, tmp_path / "out.onnx")
     loads_at_every_level(path)
     assert float(views[0].reshape(-1)[0]) == float(views[0].reshape(-1)[0])  # (the views stay readable)
+
+
+@pytest.mark.skipif(not has_backend("nnapi"), reason="the NNAPI plugin is not installed")
+def test_bert_with_sdpa_attention_lands_in_one_nnapi_partition(tmp_path):
+    """transformers' default attention through the TorchScript exporter: the IsNaN guards after each Softmax no
+    longer split the model; what stays on the CPU is the bool mask and the embedding Gather, at the inputs."""
+    source = tmp_path / "bert_sdpa.onnx"
+    onnx.save(modern_models.bert(sdpa=True), source)
+    out = tmp_path / "nnapi"
+    mobile_ep.convert(source, "nnapi", out)
+    report = json.loads((out / "report.json").read_text())
+    partitioning = report["partitioning"]
+    assert len(partitioning["partitions"]) == 1, partitioning["unsupported"]
+    assert report["verification"] and all(v["ok"] for v in report["verification"])
+    written = onnx.load(out / "bert_sdpa.nnapi.onnx")
+    assert "IsNaN" not in {n.op_type for n in written.graph.node}
+    for path in out.glob("*.onnx"):
+        loads_at_every_level(path)

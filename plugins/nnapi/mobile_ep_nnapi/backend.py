@@ -195,6 +195,7 @@ class NnapiBackend(Backend):
             r.Rank5GatherSplit(),
             r.Rank5BinaryMerge(),
             r.EmptyInputDrop(),
+            r.SoftmaxNanGuard(),
             q.QdqFlattenToReshape(),
             q.QdqSigmoidToTanh(),
             q.QdqMaxPoolToUint8(),
