@@ -292,3 +292,96 @@ def test_softmax_nan_guard_needs_the_mask_it_reasons_about(tmp_path):
     _, legal = legalized(proto, rewrite, tmp_path, Mobile(rewrite))
     assert legal.applied == []
     assert legal.skipped[0].reason == "the Softmax is not of an Add of float32 scores and a mask"
+
+
+def _mask_model(fill: tuple[float, float], dynamo: bool) -> object:
+    """transformers' attention mask from an int64 [1, 6] input: TorchScript's Flatten/Gather/Reshape/And or the
+    dynamo exporter's GatherND/And, then Where(mask, a, b)."""
+    seq = 6
+    nodes = [helper.make_node("Cast", ["attention_mask"], ["keep"], name="cast", to=9)]
+    if dynamo:
+        picks = np.stack([np.zeros(seq, np.int64), np.arange(seq)], axis=-1).reshape(1, 1, 1, seq, 2)
+        inits = [const("picks", picks)]
+        nodes.append(helper.make_node("GatherND", ["keep", "picks"], ["row"], name="gnd"))
+    else:
+        inits = [const("positions", np.arange(seq, dtype=np.int64).reshape(1, 1, 1, seq)),
+                 const("shape", np.array([1, 1, 1, seq], np.int64))]
+        nodes += [helper.make_node("Flatten", ["keep"], ["flat"], name="flatten", axis=2),
+                  helper.make_node("Gather", ["flat", "positions"], ["picked"], name="gather", axis=0),
+                  helper.make_node("Reshape", ["picked", "shape"], ["row"], name="reshape")]
+    causal = np.tril(np.ones((seq, seq), bool)).reshape(1, 1, seq, seq)
+    inits += [const("causal", causal), const("a", np.array(fill[0], np.float32)),
+              const("b", np.array(fill[1], np.float32))]
+    nodes += [helper.make_node("And", ["causal", "row"], ["both"], name="and"),
+              helper.make_node("Not", ["both"], ["off"], name="not"),
+              helper.make_node("Or", ["off", "both"], ["any"], name="or"),
+              helper.make_node("And", ["any", "both"], ["cond"], name="and2"),
+              helper.make_node("Where", ["cond", "a", "b"], ["mask"], name="mask")]
+    return make_model(nodes, [tensor("attention_mask", [1, seq], 7)], [tensor("mask", [1, 1, seq, seq])], inits)
+
+
+class _MaskRule(MobileRule):
+    """Float32 moves and arithmetic (NNAPI's), nothing on bool or int64 data."""
+
+    op_types = (*MobileRule.op_types, "Log", "Cast", "Softmax", "ReduceMean")
+
+    def check(self, unit, ctx):
+        if ctx.dtype(unit.target.inputs[0]) in (9, 7):  # (bool, int64 data; int64 shapes and indices are taken)
+            return Support.no("bool or int64 input")
+        return super().check(unit, ctx)
+
+
+class _Masks(Mobile):
+    def build_rules(self):
+        return RuleRegistry([_MaskRule()])
+
+
+@pytest.mark.parametrize("fill", [(0.0, float("-inf")), (float("-inf"), 0.0), (0.0, -3.4028234663852886e38),
+                                  (0.0, -10000.0), (2.5, -7.0)])
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_bool_mask_to_float_is_exact(tmp_path, fill, dynamo):
+    proto = _mask_model(fill, dynamo)
+    rewrite = rewrites.BoolMaskToFloat()
+    new, legal = legalized(proto, rewrite, tmp_path, _Masks(rewrite))
+    assert len(legal.applied) == 1, legal.skipped
+    ops = [n.op_type for n in new.graph.node]
+    assert not {"Where", "And", "Or", "Not", "GatherND", "Flatten"} & set(ops)
+    casts = [n for n in new.graph.node if n.op_type == "Cast"]
+    assert [list(n.input) for n in casts] == [["attention_mask"]]  # (the one node left on the CPU, at the input)
+    for values in ([[1, 1, 1, 0, 0, 0]], [[0, 0, 0, 0, 0, 0]], [[1, 0, 2, -1, 5, 0]],
+                   [[2**62, -(2**62), 1, 1, 0, 3]]):
+        feeds = {"attention_mask": np.array(values, np.int64)}
+        assert_same(run(proto, feeds), run(new, feeds), exact=True)
+
+
+def test_bool_mask_from_a_float_input_is_left_alone(tmp_path):
+    """Cast(float to bool) of 0.5 is true; min(|0.5|, 1) is not 1."""
+    nodes = [helper.make_node("Cast", ["x"], ["keep"], name="cast", to=9),
+             helper.make_node("Where", ["keep", "a", "b"], ["y"], name="mask")]
+    proto = make_model(nodes, [tensor("x", [1, 4])], [tensor("y", [1, 4])],
+                       [const("a", np.array(0.0, np.float32)), const("b", np.array(float("-inf"), np.float32))])
+    _, legal = legalized(proto, rewrites.BoolMaskToFloat(), tmp_path, _Masks(rewrites.BoolMaskToFloat()))
+    assert legal.applied == [] and legal.skipped[0].reason.startswith("the condition is not a bool mask made from")
+
+
+def test_softmax_nan_guard_reads_the_masks_bool_mask_to_float_makes(tmp_path):
+    """Fully masked rows (an all-zero attention_mask) stay 0 when both rewrites apply, in graph order."""
+    proto = _guarded_softmax(float("-inf"), [2, 1, 4, 5])
+    import onnx
+
+    model = onnx.load_from_string(proto.SerializeToString())
+    graph = model.graph
+    graph.input[1].CopyFrom(tensor("ids", [2, 1, 4, 5], 7))
+    graph.node.insert(0, helper.make_node("Cast", ["ids"], ["keep"], name="cast", to=9))
+
+    both = (rewrites.BoolMaskToFloat(), rewrites.SoftmaxNanGuard())
+    new, legal = legalized(model, both[0], tmp_path, _Masks(*both))
+    assert sorted(a.rewrite for a in legal.applied) == ["bool-mask-to-float", "softmax-nan-guard"], legal.skipped
+    assert not {"Where", "IsNaN"} & {n.op_type for n in new.graph.node}
+    rng = np.random.default_rng(5)
+    ids = (rng.random((2, 1, 4, 5)) < 0.5).astype(np.int64)
+    ids[0, 0, 1] = 0
+    feeds = {"scores": rng.standard_normal((2, 3, 4, 5)).astype(np.float32), "ids": ids}
+    before, after = run(model, feeds), run(new, feeds)
+    assert_same(before, after, exact=True)
+    assert (before[0][0, :, 1] == 0).all()

@@ -196,6 +196,7 @@ class NnapiBackend(Backend):
             r.Rank5BinaryMerge(),
             r.EmptyInputDrop(),
             r.SoftmaxNanGuard(),
+            r.BoolMaskToFloat(),
             q.QdqFlattenToReshape(),
             q.QdqSigmoidToTanh(),
             q.QdqMaxPoolToUint8(),
