@@ -200,6 +200,7 @@ class NnapiBackend(Backend):
             q.QdqFlattenToReshape(),
             q.QdqSigmoidToTanh(),
             q.QdqMaxPoolToUint8(),
+            q.QdqMaxPoolViaFloat(),
             q.QdqGlobalAveragePoolToQLinearConv(),
         ) + ((r.ErfApproximation(),) if self.options.approximate_erf else ())
 
