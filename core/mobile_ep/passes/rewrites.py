@@ -54,6 +54,7 @@ __all__ = [
     "InstanceNormToPrimitives",
     "ReciprocalToDiv",
     "ReduceSumToMean",
+    "ReduceL2ToMean",
     "AbsToRelu",
     "GemmFoldScales",
     "ConvTo2D",
@@ -651,6 +652,27 @@ class ReduceSumToMean(Rewrite):
         count = int(np.prod([shape[a] for a in axes], dtype=np.int64))
         mean = _reduce_mean(b, ctx, x, axes, out_shape, dtype, keepdims=keep)
         return [b.op("Mul", [mean, _scalar(b, float(count), dtype)], shape=out_shape, dtype=dtype)]
+
+
+class ReduceL2ToMean(ReduceSumToMean):
+    """ReduceL2 -> Sqrt(ReduceMean(x·x) times the number of reduced elements) (equal within rounding; F.normalize
+    in cosine attention)."""
+
+    name = "reducel2-to-mean"
+    op_types = ("ReduceL2",)
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        x, dtype, shape = _static_input(node, ctx)
+        squares = b.op("Mul", [x, x], shape=shape, dtype=dtype)
+        axes = _reduce_axes(node, ctx)
+        assert axes is not None
+        keep = int(attr(node, "keepdims", 1))
+        out_shape = tuple(1 if i in axes else d for i, d in enumerate(shape)) if keep else \
+            tuple(d for i, d in enumerate(shape) if i not in axes)
+        count = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+        mean = _reduce_mean(b, ctx, squares, axes, out_shape, dtype, keepdims=keep)
+        total = b.op("Mul", [mean, _scalar(b, float(count), dtype)], shape=out_shape, dtype=dtype)
+        return [b.op("Sqrt", [total], shape=out_shape, dtype=dtype)]
 
 
 class AbsToRelu(_FloatRewrite):

@@ -166,6 +166,7 @@ class CoreMLBackend(Backend):
             r.Rank5GatherSplit(),
             r.Rank5BinaryMerge(),
             r.EmptyInputDrop(),
+            r.ReduceL2ToMean(),
         ) + ((FoldDequantizeLinear(),) if self.options.fold_qdq else ())
 
     def qdq_ops(self) -> frozenset[str]:

@@ -182,6 +182,7 @@ class NnapiBackend(Backend):
             r.InstanceNormToPrimitives(),
             r.ReciprocalToDiv(),
             r.ReduceSumToMean(),
+            r.ReduceL2ToMean(),
             r.GemmFoldScales(),
             r.ConvTransposeToDepthToSpace(),
             r.ConvTransposeToConv(),
