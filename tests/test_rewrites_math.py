@@ -321,13 +321,16 @@ def _mask_model(fill: tuple[float, float], dynamo: bool) -> object:
 
 
 class _MaskRule(MobileRule):
-    """Float32 moves and arithmetic (NNAPI's), nothing on bool or int64 data."""
+    """Float32 moves and arithmetic (NNAPI's), nothing on bool or int64 data, int64 indices only constant."""
 
     op_types = (*MobileRule.op_types, "Log", "Cast", "Softmax", "ReduceMean")
 
     def check(self, unit, ctx):
         if ctx.dtype(unit.target.inputs[0]) in (9, 7):  # (bool, int64 data; int64 shapes and indices are taken)
             return Support.no("bool or int64 input")
+        node = unit.target
+        if node.op_type == "Gather" and ctx.dtype(node.inputs[1]) == 7 and ctx.constant(node.inputs[1]) is None:
+            return Support.no("int64 indices computed at run time")
         return super().check(unit, ctx)
 
 
@@ -385,3 +388,25 @@ def test_softmax_nan_guard_reads_the_masks_bool_mask_to_float_makes(tmp_path):
     before, after = run(model, feeds), run(new, feeds)
     assert_same(before, after, exact=True)
     assert (before[0][0, :, 1] == 0).all()
+
+
+def test_gather_of_int64_token_ids_takes_them_as_int32(tmp_path):
+    """The embedding lookup of input_ids: the Cast of the input stays at the input, the Gather is taken."""
+    table = rnd(7 * 5).reshape(7, 5)
+    proto = make_model([helper.make_node("Gather", ["table", "ids"], ["y"], name="embedding", axis=0)],
+                       [tensor("ids", [2, 4], 7)], [tensor("y", [2, 4, 5])], [const("table", table)])
+    rewrite = rewrites.GatherInt32Indices()
+    new, legal = legalized(proto, rewrite, tmp_path, _Masks(rewrite))
+    assert len(legal.applied) == 1, legal.skipped
+    assert [(n.op_type, list(n.input)[-1:]) for n in new.graph.node][0] == ("Cast", ["ids"])
+    feeds = {"ids": np.array([[0, 6, -1, -7], [3, 3, 5, 1]], np.int64)}
+    assert_same(run(proto, feeds), run(new, feeds), exact=True)
+
+
+def test_gather_of_computed_int64_indices_is_left_alone(tmp_path):
+    nodes = [helper.make_node("Add", ["ids", "one"], ["shifted"], name="add"),
+             helper.make_node("Gather", ["table", "shifted"], ["y"], name="embedding", axis=0)]
+    proto = make_model(nodes, [tensor("ids", [4], 7)], [tensor("y", [4, 5])],
+                       [const("table", rnd(35).reshape(7, 5)), const("one", np.array(1, np.int64))])
+    _, legal = legalized(proto, rewrites.GatherInt32Indices(), tmp_path, _Masks(rewrites.GatherInt32Indices()))
+    assert legal.applied == [] and legal.skipped[-1].reason == "the indices are not an int64 graph input"

@@ -127,8 +127,8 @@ def test_compiled_model_saves_while_views_of_its_external_weights_are_held(tmp_p
 @pytest.mark.skipif(not has_backend("nnapi"), reason="the NNAPI plugin is not installed")
 def test_bert_with_sdpa_attention_lands_in_one_nnapi_partition(tmp_path):
     """transformers' default attention through the TorchScript exporter: the IsNaN guards after each Softmax no
-    longer split the model, the bool mask is computed in float32 in the partition; what stays on the CPU is the
-    Cast of attention_mask and the embedding Gather of input_ids, at the inputs."""
+    longer split the model, the bool mask is computed in float32 in the partition and so is the embedding
+    lookup; what stays on the CPU is a Cast of each int64 input (attention_mask, input_ids)."""
     source = tmp_path / "bert_sdpa.onnx"
     onnx.save(modern_models.bert(sdpa=True), source)
     out = tmp_path / "nnapi"
@@ -138,6 +138,7 @@ def test_bert_with_sdpa_attention_lands_in_one_nnapi_partition(tmp_path):
     assert len(partitioning["partitions"]) == 1, partitioning["unsupported"]
     assert partitioning["supported_nodes"] >= 0.97 * partitioning["nodes"], partitioning["unsupported"]
     assert partitioning["nodes"] - partitioning["supported_nodes"] == 2, partitioning["unsupported"]
+    assert {u["op"] for u in partitioning["unsupported"]} == {"Cast"}  # (of the two int64 inputs)
     assert report["compiled"]["compiled_nodes"] == partitioning["supported_nodes"]  # (run by the emulator)
     assert [v["ok"] for v in report["verification"]] == [True, True, True], report["verification"]
     written = onnx.load(out / "bert_sdpa.nnapi.onnx")

@@ -1,5 +1,5 @@
-"""Attention masks as float arithmetic mobile EPs take: the bool mask an exporter builds from an int64
-``attention_mask`` input, and the NaN guard it puts after the softmax.
+"""Transformer inputs as mobile EPs take them: the bool mask an exporter builds from an int64 ``attention_mask``
+input as float arithmetic, the NaN guard it puts after the softmax, and int64 token ids as int32 indices.
 
 Part of the rewrite library :mod:`mobile_ep.passes.rewrites` (which exports this class).
 """
@@ -14,7 +14,7 @@ import onnx_ir as ir
 from mobile_ep.contract import RuleContext, Support, attr
 from mobile_ep.contract.rewrite import Builder, Rewrite
 
-__all__ = ["SoftmaxNanGuard", "BoolMaskToFloat"]
+__all__ = ["SoftmaxNanGuard", "BoolMaskToFloat", "GatherInt32Indices"]
 
 #: Where ReduceMean's fraction of unmasked keys (>= 1/N) is scaled to at least 1 before Min(., 1).
 _BIG = np.float32(1e30)
@@ -312,3 +312,31 @@ class BoolMaskToFloat(Rewrite):
                          dtype=f)]
         return [b.op("Add", [b.op("Mul", [c, scalar(a)], shape=shape, dtype=f),
                              b.op("Mul", [off, scalar(y)], shape=shape, dtype=f)], shape=shape, dtype=f)]
+
+
+class GatherInt32Indices(Rewrite):
+    """Gather(data, indices) with int64 indices that are a graph input (``input_ids`` into an embedding table)
+    -> Gather(data, Cast(indices to int32)): the table lookup runs in the partition, the Cast on the CPU before
+    it.  Exact for every index valid for the data (|index| < its dim < 2^31); onnxruntime refuses the others."""
+
+    name = "gather-int32-indices"
+    op_types = ("Gather",)
+    cpu_at_inputs = True
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        indices = node.inputs[1] if len(node.inputs) > 1 else None
+        if indices is None or ctx.dtype(indices) != ir.DataType.INT64 or not indices.is_graph_input():
+            return Support.no("the indices are not an int64 graph input")
+        shape = ctx.shape(node.inputs[0])
+        if shape is None:
+            return Support.no("the data has no known rank")
+        dim = shape[int(attr(node, "axis", 0)) % len(shape)] if shape else None
+        if not isinstance(dim, int) or dim >= 2**31:
+            return Support.no("the gathered dim is not static below 2^31")
+        return Support.yes()
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        i32 = ir.DataType.INT32
+        indices = b.op("Cast", [node.inputs[1]], shape=ctx.shape(node.inputs[1]), dtype=i32, to=i32.value)
+        return [b.op("Gather", [node.inputs[0], indices], shape=ctx.shape(node.outputs[0]),
+                     dtype=ctx.dtype(node.outputs[0]), axis=int(attr(node, "axis", 0)))]

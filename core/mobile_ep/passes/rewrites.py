@@ -15,7 +15,7 @@ import onnx_ir as ir
 
 from mobile_ep.contract import RuleContext, Support, attr
 from mobile_ep.contract.rewrite import Builder, Rewrite, broadcast_shapes, float_input
-from mobile_ep.passes._rewrites_attention import BoolMaskToFloat, SoftmaxNanGuard
+from mobile_ep.passes._rewrites_attention import BoolMaskToFloat, GatherInt32Indices, SoftmaxNanGuard
 from mobile_ep.passes._rewrites_math import (
     EmptyInputDrop,
     ErfApproximation,
@@ -70,6 +70,7 @@ __all__ = [
     "EmptyInputDrop",
     "SoftmaxNanGuard",
     "BoolMaskToFloat",
+    "GatherInt32Indices",
     "LSTMToSteps",
     "GRUToSteps",
 ]

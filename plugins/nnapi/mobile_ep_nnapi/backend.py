@@ -198,6 +198,7 @@ class NnapiBackend(Backend):
             r.EmptyInputDrop(),
             r.SoftmaxNanGuard(),
             r.BoolMaskToFloat(),
+            r.GatherInt32Indices(),
             q.QdqFlattenToReshape(),
             q.QdqSigmoidToTanh(),
             q.QdqMaxPoolToUint8(),
