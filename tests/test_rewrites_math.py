@@ -410,3 +410,67 @@ def test_gather_of_computed_int64_indices_is_left_alone(tmp_path):
                        [const("table", rnd(35).reshape(7, 5)), const("one", np.array(1, np.int64))])
     _, legal = legalized(proto, rewrites.GatherInt32Indices(), tmp_path, _Masks(rewrites.GatherInt32Indices()))
     assert legal.applied == [] and legal.skipped[-1].reason == "the indices are not an int64 graph input"
+
+
+class _WhereRule(MobileRule):
+    """A backend that takes Where, Cast and the mask's arithmetic but not IsNaN (Core ML)."""
+
+    op_types = (*MobileRule.op_types, "Where", "Cast", "Softmax", "ReduceMean")
+
+
+class _Wheres(Mobile):
+    def build_rules(self):
+        return RuleRegistry([_WhereRule()])
+
+
+@pytest.mark.parametrize("fill", [float("-inf"), float(np.finfo(np.float32).min)])
+@pytest.mark.parametrize("mask_shape", [[2, 1, 4, 5], [2, 1, 1, 5]])
+def test_softmax_isnan_from_the_mask_is_exact_for_finite_scores(tmp_path, fill, mask_shape):
+    proto = _guarded_softmax(fill, mask_shape)
+    rewrite = rewrites.SoftmaxIsNaN()
+    new, legal = legalized(proto, rewrite, tmp_path, _Wheres(rewrite))
+    assert len(legal.applied) == 1, legal.skipped
+    assert "IsNaN" not in {n.op_type for n in new.graph.node}
+    rng = np.random.default_rng(11)
+    scores = rng.standard_normal((2, 3, 4, 5)).astype(np.float32) * 10
+    keep = rng.random(mask_shape) < 0.5
+    keep[0, ..., 0, :] = False  # every key of a row masked
+    keep[1, ..., -1, :] = True
+    feeds = {"scores": scores, "keep": keep}
+    before, after = run(proto, feeds), run(new, feeds)
+    assert_same(before, after, exact=True)
+    if fill == float("-inf"):
+        assert (before[0][0, :, 0] == 0).all()
+
+
+class _NoBoolRule(_WhereRule):
+    """Core ML's: Casts to and from bool, no other op on bool data."""
+
+    def check(self, unit, ctx):
+        if unit.target.op_type != "Cast" and ctx.dtype(unit.target.inputs[0]) == 9:
+            return Support.no("bool data")
+        return super().check(unit, ctx)
+
+
+class _NoBools(Mobile):
+    def build_rules(self):
+        return RuleRegistry([_NoBoolRule()])
+
+
+def test_bool_moves_run_on_float_exactly(tmp_path):
+    """TorchScript's mask[:, None, None, :] through Flatten, Gather of an arange and Reshape, on bools (the Gather
+    one rank lower than the exporter's, for the test backend's rank limit)."""
+    seq = 6
+    nodes = [helper.make_node("Flatten", ["keep"], ["flat"], name="flatten", axis=2),
+             helper.make_node("Gather", ["flat", "positions"], ["picked"], name="gather", axis=0),
+             helper.make_node("Reshape", ["picked", "shape"], ["row"], name="reshape"),
+             helper.make_node("Where", ["row", "a", "b"], ["y"], name="mask")]
+    inits = [const("positions", np.arange(seq, dtype=np.int64)[::-1].reshape(1, 1, seq).copy()),
+             const("shape", np.array([1, 1, 1, seq], np.int64)), const("a", np.zeros((1, 1, 1, seq), np.float32)),
+             const("b", np.full((1, 1, 1, seq), -np.inf, np.float32))]
+    proto = make_model(nodes, [tensor("keep", [1, seq], 9)], [tensor("y", [1, 1, 1, seq])], inits)
+    rewrite = rewrites.BoolMoveViaFloat()
+    new, legal = legalized(proto, rewrite, tmp_path, _NoBools(rewrite))
+    assert len(legal.applied) == 3, legal.skipped
+    feeds = {"keep": np.array([[True, False, True, True, False, False]])}
+    assert_same(run(proto, feeds), run(new, feeds), exact=True)

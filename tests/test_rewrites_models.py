@@ -144,3 +144,19 @@ def test_bert_with_sdpa_attention_lands_in_one_nnapi_partition(tmp_path):
     written = onnx.load(out / "bert_sdpa.nnapi.onnx")
     assert "IsNaN" not in {n.op_type for n in written.graph.node}
     loads_at_every_level(out / "bert_sdpa.nnapi.onnx")
+
+
+@pytest.mark.skipif(not has_backend("coreml"), reason="the Core ML plugin is not installed")
+def test_bert_with_sdpa_attention_on_coreml(tmp_path):
+    """Core ML takes the mask's Where but not the guard's IsNaN: that IsNaN is computed from the mask."""
+    source = tmp_path / "bert_sdpa.onnx"
+    onnx.save(modern_models.bert(sdpa=True), source)
+    out = tmp_path / "coreml"
+    mobile_ep.convert(source, "coreml", out, compile=True, cost_model=False)
+    report = json.loads((out / "report.json").read_text())
+    partitioning = report["partitioning"]
+    assert len(partitioning["partitions"]) <= 2, partitioning["unsupported"]
+    assert partitioning["supported_nodes"] >= 0.97 * partitioning["nodes"], partitioning["unsupported"]
+    assert "IsNaN" not in {u["op"] for u in partitioning["unsupported"]}
+    assert report["compiled"]["compiled_nodes"] == partitioning["supported_nodes"], report["compiled"]
+    assert [v["ok"] for v in report["verification"]] == [True, True, True], report["verification"]

@@ -14,7 +14,7 @@ import onnx_ir as ir
 from mobile_ep.contract import RuleContext, Support, attr
 from mobile_ep.contract.rewrite import Builder, Rewrite
 
-__all__ = ["SoftmaxNanGuard", "BoolMaskToFloat", "GatherInt32Indices"]
+__all__ = ["SoftmaxNanGuard", "SoftmaxIsNaN", "BoolMaskToFloat", "BoolMoveViaFloat", "GatherInt32Indices"]
 
 #: Where ReduceMean's fraction of unmasked keys (>= 1/N) is scaled to at least 1 before Min(., 1).
 _BIG = np.float32(1e30)
@@ -158,7 +158,7 @@ class SoftmaxNanGuard(Rewrite):
             return b.const(np.array(value, np.float32), "scalar")
 
         kept = b.op("ReduceMean", [b.op("Exp", [mask], shape=mask_shape, dtype=f)], shape=rows, dtype=f,
-                    axes=[len(rows) - 1], keepdims=1)
+                    axes=[-1], keepdims=1)
         r = b.op("Min", [b.op("Mul", [kept, scalar(_BIG)], shape=rows, dtype=f), scalar(1.0)], shape=rows, dtype=f)
         floor = b.op("Log", [b.op("Sub", [scalar(1.0), r], shape=rows, dtype=f)], shape=rows, dtype=f)
         finite_mask = b.op("Max", [mask, floor], shape=mask_shape, dtype=f)
@@ -340,3 +340,73 @@ class GatherInt32Indices(Rewrite):
         indices = b.op("Cast", [node.inputs[1]], shape=ctx.shape(node.inputs[1]), dtype=i32, to=i32.value)
         return [b.op("Gather", [node.inputs[0], indices], shape=ctx.shape(node.outputs[0]),
                      dtype=ctx.dtype(node.outputs[0]), axis=int(attr(node, "axis", 0)))]
+
+
+class SoftmaxIsNaN(SoftmaxNanGuard):
+    """The IsNaN of that guard, for a backend that takes its Where but not IsNaN (Core ML): IsNaN(s) is known
+    from the mask -> with m finite, all false (a constant); with m = -inf, true on the rows every key is masked
+    in: Cast(Add(1 - K, 0 in s's shape) to bool), K = 1 where a key is kept (ReduceMean(Exp(mask)) cast to bool
+    and back).  The Where keeps the Softmax's own NaN rows out.  Exact where the scores are finite."""
+
+    name = "softmax-isnan-from-mask"
+    op_types = ("IsNaN",)
+
+    def _chain(self, node: ir.Node, ctx: RuleContext):
+        guards = [user for user, _ in node.outputs[0].uses() if user.op_type == "Where"]
+        if len(guards) != len(node.outputs[0].uses()) or not guards:
+            return Support.no("the IsNaN does not only feed Where(IsNaN(s), 0, s)")
+        for guard in guards:
+            chain = super()._chain(guard, ctx)
+            if isinstance(chain, Support):
+                return chain
+        return chain
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        s, softmax, scores, mask, fill = self._chain(node, ctx)
+        shape = ctx.static_shape(s)
+        if shape is None:
+            raise ValueError("s has no static shape")
+        if np.isfinite(fill):
+            return [b.const(np.zeros(shape, bool), "never")]
+        f = ir.DataType.FLOAT
+        mask_shape = ctx.shape(mask)
+        rows = (*mask_shape[:-1], 1)  # type: ignore[index]
+
+        def scalar(value) -> ir.Value:
+            return b.const(np.array(value, np.float32), "scalar")
+
+        bool_ = ir.DataType.BOOL
+        kept = b.op("ReduceMean", [b.op("Exp", [mask], shape=mask_shape, dtype=f)], shape=rows, dtype=f,
+                    axes=[-1], keepdims=1)
+        any_kept = b.op("Cast", [b.op("Cast", [kept], shape=rows, dtype=bool_, to=bool_.value)], shape=rows,
+                        dtype=f, to=f.value)
+        masked = b.op("Add", [b.op("Sub", [scalar(1.0), any_kept], shape=rows, dtype=f),
+                              b.const(np.zeros(shape, np.float32), "zeros")], shape=shape, dtype=f)
+        return [b.op("Cast", [masked], shape=shape, dtype=bool_, to=bool_.value)]
+
+
+class BoolMoveViaFloat(Rewrite):
+    """A move of bool data (Flatten, Reshape, Transpose, (Un)Squeeze, Gather: an attention mask's) -> Cast to
+    float32, the move (a Flatten as the Reshape to its static output shape), Cast back to bool (exact: 0 and 1
+    move as the bools do), for a backend that takes the Casts and float moves but no bool data (Core ML)."""
+
+    name = "bool-move-via-float"
+    op_types = ("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Gather")
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        if ctx.dtype(node.inputs[0]) != ir.DataType.BOOL:
+            return Support.no("input 0 is not bool")
+        if node.op_type == "Flatten" and ctx.static_shape(node.outputs[0]) is None:
+            return Support.no("the output shape is not static")
+        return Support.check(ctx.shape(node.outputs[0]) is not None, "the output has no known rank")
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        f, bool_ = ir.DataType.FLOAT, ir.DataType.BOOL
+        shape = ctx.shape(node.outputs[0])
+        x = b.op("Cast", [node.inputs[0]], shape=ctx.shape(node.inputs[0]), dtype=f, to=f.value)
+        if node.op_type == "Flatten":
+            y = b.op("Reshape", [x, b.const(np.array(shape, np.int64), "shape")], shape=shape, dtype=f)
+        else:
+            attributes = {k: a.value for k, a in node.attributes.items()}
+            y = b.op(node.op_type, [x, *node.inputs[1:]], shape=shape, dtype=f, **attributes)
+        return [b.op("Cast", [y], shape=shape, dtype=bool_, to=bool_.value)]

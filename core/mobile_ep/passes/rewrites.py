@@ -15,7 +15,13 @@ import onnx_ir as ir
 
 from mobile_ep.contract import RuleContext, Support, attr
 from mobile_ep.contract.rewrite import Builder, Rewrite, broadcast_shapes, float_input
-from mobile_ep.passes._rewrites_attention import BoolMaskToFloat, GatherInt32Indices, SoftmaxNanGuard
+from mobile_ep.passes._rewrites_attention import (
+    BoolMaskToFloat,
+    BoolMoveViaFloat,
+    GatherInt32Indices,
+    SoftmaxIsNaN,
+    SoftmaxNanGuard,
+)
 from mobile_ep.passes._rewrites_math import (
     EmptyInputDrop,
     ErfApproximation,
@@ -69,8 +75,10 @@ __all__ = [
     "Rank5BinaryMerge",
     "EmptyInputDrop",
     "SoftmaxNanGuard",
+    "SoftmaxIsNaN",
     "BoolMaskToFloat",
     "GatherInt32Indices",
+    "BoolMoveViaFloat",
     "LSTMToSteps",
     "GRUToSteps",
 ]

@@ -167,6 +167,8 @@ class CoreMLBackend(Backend):
             r.Rank5BinaryMerge(),
             r.EmptyInputDrop(),
             r.ReduceL2ToMean(),
+            r.SoftmaxIsNaN(),
+            r.BoolMoveViaFloat(),
         ) + ((FoldDequantizeLinear(),) if self.options.fold_qdq else ())
 
     def qdq_ops(self) -> frozenset[str]:
