@@ -4,7 +4,8 @@ For every node the backend does not claim, the backend's rewrites for that op ar
 rewrite's nodes are built off-graph and checked against the backend's own rules first; they replace the
 node only if the backend claims every one of them, so a rewrite never turns a CPU node into other CPU
 nodes -- except, for a rewrite marked ``cpu_at_inputs``, nodes reading only graph inputs and constants
-(they run before every partition and cannot split one).  What was applied, and why other attempts were not, is kept for the report.
+(they run before every partition and cannot split one).  What was applied, and why other attempts were not,
+is kept for the report.
 
 Those checks ask a rule with ``signature_memo`` once per node signature in a pass, as the partitioner
 does: a rewrite applied a thousand times makes the same few nodes a thousand times.
