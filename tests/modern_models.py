@@ -7,6 +7,8 @@ Random weights, small sizes (the tests convert and verify each in seconds).  Eac
   ``attention_mask`` input, GELU through ``Erf`` as TorchScript exports it, LayerNormalization, pooler;
   ``dynamo=True``: the mask through ``Where`` and ``IsNaN``);
 - :func:`vit`: a ViT (patch Conv, class token, attention, Erf GELU);
+- :func:`swin`: a Swin Transformer (TorchScript export): windows through rank-6 Reshape/Transpose, QKV Gathers
+  on rank 5, the shifted window's mask added at rank 5, ``Pad`` with an empty constant_value name;
 - :func:`whisper_encoder`: 1-D Convs with Erf GELU, then attention blocks;
 - :func:`lstm_speech` / :func:`gru_speech`: recurrent keyword spotters (bidirectional, initial states);
 - :func:`vad`: a VAD model: reflect ``Pad``, 1-D Convs, an ``If`` on the int64 sample rate, an LSTM cell;
@@ -75,7 +77,8 @@ class Graph:
         return self.op("LayerNormalization", x, self.const(np.ones(n, np.float32) + self.rng.standard_normal(n).astype(
             np.float32) * 0.1), self.weight(n, scale=0.1), axis=-1, epsilon=1e-5)
 
-    def attention(self, x: str, seq: int, hidden: int, heads: int, mask: str | None = None) -> str:
+    def attention(self, x: str, seq: int, hidden: int, heads: int, mask: str | None = None, nan_guard: bool = False
+                  ) -> str:
         d = hidden // heads
 
         def split_heads(v: str, perm: list[int]) -> str:
@@ -88,16 +91,19 @@ class Graph:
         if mask is not None:
             scores = self.op("Add", scores, mask)
         probs = self.op("Softmax", scores, axis=-1)
+        if nan_guard:  # torch's scaled_dot_product_attention: rows a -inf mask covers whole are 0, not NaN
+            probs = self.op("Where", self.op("IsNaN", probs), self.scalar(0.0), probs)
         ctx = self.op("Transpose", self.op("MatMul", probs, v), perm=[0, 2, 1, 3])
         return self.linear(self.op("Reshape", ctx, self.ints(1, seq, hidden)), hidden, hidden)
 
-    def encoder_layer(self, x: str, seq: int, hidden: int, heads: int, mask: str | None = None, pre_norm=False) -> str:
+    def encoder_layer(self, x: str, seq: int, hidden: int, heads: int, mask: str | None = None, pre_norm=False,
+                      nan_guard: bool = False) -> str:
         if pre_norm:  # ViT, Whisper
             x = self.op("Add", x, self.attention(self.layernorm(x, hidden), seq, hidden, heads, mask))
             ff = self.linear(self.gelu_erf(self.linear(self.layernorm(x, hidden), hidden, 2 * hidden)), 2 * hidden,
                              hidden)
             return self.op("Add", x, ff)
-        x = self.layernorm(self.op("Add", x, self.attention(x, seq, hidden, heads, mask)), hidden)
+        x = self.layernorm(self.op("Add", x, self.attention(x, seq, hidden, heads, mask, nan_guard)), hidden)
         ff = self.linear(self.gelu_erf(self.linear(x, hidden, 2 * hidden)), 2 * hidden, hidden)
         return self.layernorm(self.op("Add", x, ff), hidden)
 
@@ -124,15 +130,23 @@ def _out(name: str) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
 
 
-def bert(seq: int = 16, hidden: int = 32, heads: int = 2, layers: int = 2, vocab: int = 50, dynamo: bool = False
-         ) -> onnx.ModelProto:
+def bert(seq: int = 16, hidden: int = 32, heads: int = 2, layers: int = 2, vocab: int = 50, dynamo: bool = False,
+         sdpa: bool = False) -> onnx.ModelProto:
     """TorchScript's additive mask, (1 - mask[:, None, None, :]) * -10000; with *dynamo*, the dynamo exporter's
-    Where(mask, 0, -inf) with an IsNaN guard."""
+    Where(mask, 0, -inf) with an IsNaN guard; with *sdpa*, transformers' default (scaled-dot-product) attention
+    through the TorchScript exporter (opset 17, shapes folded): the bool mask picked by Flatten, Gather of an
+    arange and Reshape, And with the all-true causal part, Where(mask, 0, -inf), and after each Softmax the
+    Where(IsNaN) guard."""
     g = Graph(1)
     emb = g.op("Gather", g.weight(vocab, hidden, scale=0.5), "input_ids", axis=0)
     emb = g.op("Add", emb, g.weight(1, seq, hidden, scale=0.5))
     x = g.layernorm(emb, hidden)
-    if dynamo:
+    if sdpa:
+        keep = g.op("Flatten", g.op("Cast", "attention_mask", to=TensorProto.BOOL), axis=2)
+        keep = g.op("Gather", keep, g.const(np.arange(seq, dtype=np.int64).reshape(1, 1, 1, seq)), axis=0)
+        keep = g.op("And", g.const(np.ones((1, 1, seq, 1), bool)), g.op("Reshape", keep, g.ints(1, 1, 1, seq)))
+        mask = g.op("Where", keep, g.scalar(0.0), g.scalar(float("-inf")))
+    elif dynamo:
         keep = g.op("Cast", g.op("Unsqueeze", "attention_mask", g.ints(1, 2)), to=TensorProto.BOOL)
         mask = g.op("Where", keep, g.scalar(0.0), g.scalar(float("-inf")))
         mask = g.op("Where", g.op("IsNaN", mask), g.scalar(0.0), mask)
@@ -140,7 +154,7 @@ def bert(seq: int = 16, hidden: int = 32, heads: int = 2, layers: int = 2, vocab
         m = g.op("Cast", g.op("Unsqueeze", "attention_mask", g.ints(1, 2)), to=TensorProto.FLOAT)
         mask = g.op("Mul", g.op("Sub", g.scalar(1.0), m), g.scalar(-10000.0))
     for _ in range(layers):
-        x = g.encoder_layer(x, seq, hidden, heads, mask)
+        x = g.encoder_layer(x, seq, hidden, heads, mask, nan_guard=sdpa)
     first = g.op("Gather", x, g.const(np.array(0, np.int64)), axis=1)
     pooled = g.op("Tanh", g.op("Gemm", first, g.weight(hidden, hidden), g.weight(hidden, scale=0.1), transB=1))
     g.op("Identity", x)
@@ -166,6 +180,83 @@ def vit(image: int = 32, patch: int = 8, hidden: int = 32, heads: int = 2, layer
     g.nodes.append(helper.make_node("Gemm", [cls, g.weight(10, hidden), g.weight(10, scale=0.1)], ["logits"],
                                     name="head", transB=1))
     return g.model([_f("pixel_values", [1, 3, image, image])], [_out("logits")])
+
+
+def _window_mask(size: int, window: int, shift: int) -> np.ndarray:
+    """torchvision's shifted-window attention mask, [1, nW, 1, N, N]: -100 between tokens of different regions."""
+    regions = np.zeros((size, size), np.float32)
+    cuts = ((0, size - window), (size - window, size - shift), (size - shift, size))
+    count = 0
+    for h in cuts:
+        for w in cuts:
+            regions[h[0]:h[1], w[0]:w[1]] = count
+            count += 1
+    n = size // window
+    windows = regions.reshape(n, window, n, window).transpose(0, 2, 1, 3).reshape(n * n, window * window)
+    mask = np.where(windows[:, None, :] != windows[:, :, None], -100.0, 0.0).astype(np.float32)
+    return mask[None, :, None]
+
+
+def swin(image: int = 32, patch: int = 4, hidden: int = 16, heads: int = 2, window: int = 4,
+         classes: int = 10) -> onnx.ModelProto:
+    """torchvision's Swin as the TorchScript exporter writes it (shapes constant): a stage of two blocks (the
+    second shifted), patch merging, a stage whose window is the whole map.  Each block: ``F.pad`` as ``Pad`` with
+    an empty constant_value name, ``torch.roll`` as Slices and Concats, the window partition through a rank-6
+    Reshape and Transpose, QKV split by Gathers on a rank-5 Transpose, the relative position bias, the shifted
+    window's mask added to a rank-5 view, the inverse partition, the un-padding Slices."""
+    g = Graph(5)
+
+    def roll(x: str, shift: int, size: int) -> str:
+        for axis in (1, 2):
+            tail = g.op("Slice", x, g.ints(-shift % size), g.ints(2**63 - 1), g.ints(axis))
+            head = g.op("Slice", x, g.ints(0), g.ints(-shift % size), g.ints(axis))
+            x = g.op("Concat", tail, head, axis=axis)
+        return x
+
+    def block(x: str, size: int, c: int, shift: int) -> str:
+        n, nw, d = window * window, (size // window) ** 2, c // heads
+        y = g.layernorm(x, c)
+        y = g.op("Pad", y, g.ints(0, 0, 0, 0, 0, 0, 0, 0), "", mode="constant")
+        if shift:
+            y = roll(y, -shift, size)
+        y = g.op("Reshape", y, g.ints(1, size // window, window, size // window, window, c))
+        y = g.op("Reshape", g.op("Transpose", y, perm=[0, 1, 3, 2, 4, 5]), g.ints(nw, n, c))
+        qkv = g.op("Transpose", g.op("Reshape", g.linear(y, c, 3 * c), g.ints(nw, n, 3, heads, d)),
+                   perm=[2, 0, 3, 1, 4])
+        q, k, v = (g.op("Gather", qkv, g.const(np.array(i, np.int64)), axis=0) for i in range(3))
+        q = g.op("Mul", q, g.scalar(d ** -0.5))
+        attn = g.op("MatMul", q, g.op("Transpose", k, perm=[0, 1, 3, 2]))
+        attn = g.op("Add", attn, g.weight(1, heads, n, n, scale=0.5))
+        if shift:
+            attn = g.op("Reshape", attn, g.ints(1, nw, heads, n, n))
+            attn = g.op("Add", attn, g.const(_window_mask(size, window, shift)))
+            attn = g.op("Reshape", attn, g.ints(-1, heads, n, n))
+        y = g.op("MatMul", g.op("Softmax", attn, axis=-1), v)
+        y = g.op("Reshape", g.op("Transpose", y, perm=[0, 2, 1, 3]), g.ints(nw, n, c))
+        y = g.op("Reshape", g.linear(y, c, c), g.ints(1, size // window, size // window, window, window, c))
+        y = g.op("Reshape", g.op("Transpose", y, perm=[0, 1, 3, 2, 4, 5]), g.ints(1, size, size, c))
+        if shift:
+            y = roll(y, shift, size)
+        y = g.op("Slice", g.op("Slice", y, g.ints(0), g.ints(size), g.ints(1), g.ints(1)), g.ints(0), g.ints(size),
+                 g.ints(2), g.ints(1))
+        x = g.op("Add", x, y)
+        mlp = g.linear(g.gelu_erf(g.linear(g.layernorm(x, c), c, 4 * c)), 4 * c, c)
+        return g.op("Add", x, mlp)
+
+    size = image // patch
+    x = g.op("Transpose", g.conv("x", 3, hidden, patch, stride=patch), perm=[0, 2, 3, 1])
+    x = g.layernorm(x, hidden)
+    x = block(block(x, size, hidden, 0), size, hidden, window // 2)
+    x = g.op("Pad", x, g.ints(0, 0, 0, 0, 0, 0, 0, 0), "", mode="constant")  # patch merging
+    quarters = [g.op("Slice", x, g.ints(i, j), g.ints(2**63 - 1, 2**63 - 1), g.ints(1, 2), g.ints(2, 2))
+                for i, j in ((0, 0), (1, 0), (0, 1), (1, 1))]
+    x = g.op("MatMul", g.layernorm(g.op("Concat", *quarters, axis=-1), 4 * hidden), g.weight(4 * hidden, 2 * hidden))
+    x = block(x, size // 2, 2 * hidden, 0)
+    x = g.op("Transpose", g.layernorm(x, 2 * hidden), perm=[0, 3, 1, 2])
+    x = g.op("Flatten", g.op("GlobalAveragePool", x), axis=1)
+    g.nodes.append(helper.make_node("Gemm", [x, g.weight(classes, 2 * hidden), g.weight(classes, scale=0.1)], ["y"],
+                                    name="head", transB=1))
+    return g.model([_f("x", [1, 3, image, image])], [_out("y")])
 
 
 def whisper_encoder(mels: int = 16, frames: int = 32, hidden: int = 32, heads: int = 2, layers: int = 2
@@ -383,4 +474,4 @@ def segmentation_head(size: int = 16, channels: int = 8, classes: int = 4) -> on
 
 #: Every builder, by name.
 MODELS = {f.__name__: f for f in (bert, vit, whisper_encoder, lstm_speech, gru_speech, vad, dbnet_head, svtr_rec,
-                                   squeezenet, shufflenet, ssdlite_head, segmentation_head)}
+                                   squeezenet, shufflenet, ssdlite_head, segmentation_head, swin)}

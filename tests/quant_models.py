@@ -173,6 +173,39 @@ def efficientnet_b0(seed: int = 0) -> onnx.ModelProto:
     return n.model(n.head(x, 160))
 
 
+def googlenet(seed: int = 0) -> onnx.ModelProto:
+    """torchvision's GoogLeNet as exported at random weights: BatchNorm folded into convolutions whose biases are
+    all zero, one zero tensor per channel count shared by the convolutions through Identity nodes;
+    MaxPools with ceil_mode=1, inception blocks whose fourth branch pools (a block after a MaxPool pools a
+    MaxPool's output)."""
+    n = _Net("googlenet", seed)
+    zero_biases: dict[int, str] = {}
+
+    def conv(x: str, cin: int, cout: int, k: int = 1, stride: int = 1) -> str:
+        w = (n.rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))).astype(np.float32)
+        if cout not in zero_biases:
+            zero_biases[cout] = bias = n.const(np.zeros(cout, np.float32), "zero_bias")
+        else:  # (the TorchScript exporter's deduplicated initializer: an Identity of the first)
+            bias = n.op("Identity", [zero_biases[cout]])
+        y = n.op("Conv", [x, n.const(w, "w"), bias], kernel_shape=[k, k], strides=[stride, stride],
+                 pads=[k // 2] * 4)
+        return n.op("Relu", [y])
+
+    def pool(x: str, stride: int = 2, pad: int = 0) -> str:
+        return n.op("MaxPool", [x], kernel_shape=[3, 3], strides=[stride, stride], pads=[pad] * 4, ceil_mode=1)
+
+    def inception(x: str, cin: int, c: int) -> str:
+        branches = [conv(x, cin, c), conv(conv(x, cin, c), c, c, 3), conv(conv(x, cin, c // 2), c // 2, c, 3),
+                    conv(pool(x, 1, 1), cin, c)]
+        return n.op("Concat", branches, axis=1)
+
+    x = pool(conv(INPUT, 3, 8, 7, 2))
+    x = pool(conv(conv(x, 8, 8), 8, 16, 3))
+    x = pool(inception(x, 16, 8))
+    x = inception(x, 32, 8)
+    return n.model(n.head(x, 32))
+
+
 ARCHITECTURES: dict[str, Callable[[int], onnx.ModelProto]] = {
     "mobilenet_v2": mobilenet_v2,
     "mobilenet_v3_large": mobilenet_v3_large,

@@ -354,6 +354,24 @@ def test_reducesum_to_mean(tmp_path, opset, axes, keepdims):
     check(tmp_path, proto, {"x": rnd(*shape)}, rewrites.ReduceSumToMean(), exact=False)
 
 
+@pytest.mark.parametrize("opset, axes, keepdims", [(13, [-1], 1), (13, None, 0), (18, [1, 2], 1), (18, [0], 0)])
+def test_reducel2_to_mean(tmp_path, opset, axes, keepdims):
+    """F.normalize's norm (Swin V2's cosine attention): large, tiny and zero rows too."""
+    shape = [2, 3, 4]
+    inputs, inits, attrs = ["x"], [], {"keepdims": keepdims}
+    if opset >= 18 and axes is not None:
+        inputs.append("axes")
+        inits.append(const("axes", np.array(axes, np.int64)))
+    elif axes is not None:
+        attrs["axes"] = axes
+    proto = make_model([helper.make_node("ReduceL2", inputs, ["y"], **attrs)], [tensor("x", shape)],
+                       [tensor("y", None)], inits, opset=opset)
+    x = rnd(*shape)
+    x[0, 0] = [1e18, -3e18, 2e-20, 0.0]
+    x[1, 2] = 0.0
+    check(tmp_path, proto, {"x": x}, rewrites.ReduceL2ToMean(), exact=False)
+
+
 def test_abs_to_relu_is_exact(tmp_path):
     class Relus(OpRule):
         op_types = ("Relu", "Mul", "Add")

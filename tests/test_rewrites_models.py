@@ -122,3 +122,41 @@ def test_compiled_model_saves_while_views_of_its_external_weights_are_held(tmp_p
     path = save_compiled(model, tmp_path / "out.onnx")
     loads_at_every_level(path)
     assert float(views[0].reshape(-1)[0]) == float(views[0].reshape(-1)[0])  # (the views stay readable)
+
+
+@pytest.mark.skipif(not has_backend("nnapi"), reason="the NNAPI plugin is not installed")
+def test_bert_with_sdpa_attention_lands_in_one_nnapi_partition(tmp_path):
+    """transformers' default attention through the TorchScript exporter: the IsNaN guards after each Softmax no
+    longer split the model, the bool mask is computed in float32 in the partition and so is the embedding
+    lookup; what stays on the CPU is a Cast of each int64 input (attention_mask, input_ids)."""
+    source = tmp_path / "bert_sdpa.onnx"
+    onnx.save(modern_models.bert(sdpa=True), source)
+    out = tmp_path / "nnapi"
+    mobile_ep.convert(source, "nnapi", out, compile=True, cost_model=False)
+    report = json.loads((out / "report.json").read_text())
+    partitioning = report["partitioning"]
+    assert len(partitioning["partitions"]) == 1, partitioning["unsupported"]
+    assert partitioning["supported_nodes"] >= 0.97 * partitioning["nodes"], partitioning["unsupported"]
+    assert partitioning["nodes"] - partitioning["supported_nodes"] == 2, partitioning["unsupported"]
+    assert {u["op"] for u in partitioning["unsupported"]} == {"Cast"}  # (of the two int64 inputs)
+    assert report["compiled"]["compiled_nodes"] == partitioning["supported_nodes"]  # (run by the emulator)
+    assert [v["ok"] for v in report["verification"]] == [True, True, True], report["verification"]
+    written = onnx.load(out / "bert_sdpa.nnapi.onnx")
+    assert "IsNaN" not in {n.op_type for n in written.graph.node}
+    loads_at_every_level(out / "bert_sdpa.nnapi.onnx")
+
+
+@pytest.mark.skipif(not has_backend("coreml"), reason="the Core ML plugin is not installed")
+def test_bert_with_sdpa_attention_on_coreml(tmp_path):
+    """Core ML takes the mask's Where but not the guard's IsNaN: that IsNaN is computed from the mask."""
+    source = tmp_path / "bert_sdpa.onnx"
+    onnx.save(modern_models.bert(sdpa=True), source)
+    out = tmp_path / "coreml"
+    mobile_ep.convert(source, "coreml", out, compile=True, cost_model=False)
+    report = json.loads((out / "report.json").read_text())
+    partitioning = report["partitioning"]
+    assert len(partitioning["partitions"]) <= 2, partitioning["unsupported"]
+    assert partitioning["supported_nodes"] >= 0.97 * partitioning["nodes"], partitioning["unsupported"]
+    assert "IsNaN" not in {u["op"] for u in partitioning["unsupported"]}
+    assert report["compiled"]["compiled_nodes"] == partitioning["supported_nodes"], report["compiled"]
+    assert [v["ok"] for v in report["verification"]] == [True, True, True], report["verification"]

@@ -137,6 +137,10 @@ class Rewrite:
     #: None for a rewrite that is exact or equal within floating-point rounding; else the largest absolute
     #: error of its result (an approximate rewrite, which says so in its name and description).
     max_abs_error: ClassVar[float | None] = None
+    #: Whether the rewrite may make nodes the backend does not take that read nothing but graph inputs and
+    #: constants (a Cast of an int64 input): they run on the CPU before any partition and cannot split one.
+    #: Every other node it makes must be taken.
+    cpu_at_inputs: ClassVar[bool] = False
 
     def match(self, node: ir.Node, ctx: RuleContext) -> Support:
         """Whether this rewrite can replace *node* exactly (attributes, known shapes, constant inputs)."""

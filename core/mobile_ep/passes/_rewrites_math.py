@@ -14,7 +14,8 @@ import onnx_ir as ir
 from mobile_ep.contract import RuleContext, Support, attr
 from mobile_ep.contract.rewrite import Builder, Rewrite
 
-__all__ = ["ErfApproximation", "Rank5HeadSplit", "Rank5TransposeMerge"]
+__all__ = ["ErfApproximation", "Rank5HeadSplit", "Rank5TransposeMerge", "Rank5GatherSplit", "Rank5BinaryMerge",
+           "EmptyInputDrop"]
 
 #: erf(x) ~ x * P(x^2) / Q(x^2) on x clamped to [-4, 4]: a rational fit (weighted least squares, then
 #: Lawson's reweighting) to erf on [0, 4]; |error| <= 2e-9 in exact arithmetic, <= 4e-7 evaluated in float32.
@@ -126,22 +127,28 @@ class Rank5HeadSplit(Rewrite):
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x, mid, final, q, index = self._chain(node, ctx)
-        dtype = ctx.dtype(x)
-        outer, inner = int(np.prod(mid[:q], dtype=np.int64)), int(np.prod(mid[q + 1:], dtype=np.int64))
+        return [_take_one(b, x, ctx.dtype(x), mid, final, q, index)]
 
-        def const(values: Sequence[int]) -> ir.Value:
-            return b.const(np.array(values, np.int64), "ints")
 
-        flat = b.op("Reshape", [x, const([outer, mid[q], inner])], shape=(outer, mid[q], inner), dtype=dtype)
-        taken = b.op("Slice", [flat, const([index]), const([index + 1]), const([1])], shape=(outer, 1, inner),
-                     dtype=dtype)
-        rest = [d for i, d in enumerate(mid) if i != q]
-        four = b.op("Reshape", [taken, const(rest)], shape=tuple(rest), dtype=dtype)
-        order = [a - (a > q) for a in final]
-        out = tuple(rest[p] for p in order)
-        if order == sorted(order):
-            return [four]
-        return [b.op("Transpose", [four], shape=out, dtype=dtype, perm=order)]
+def _take_one(b: Builder, x: ir.Value, dtype: ir.DataType | None, mid: Sequence[int], final: Sequence[int], q: int,
+              index: int) -> ir.Value:
+    """Index *index* of axis *q* of x reshaped to the rank-5 *mid*, its other axes in the order *final* (axes
+    of *mid*): Reshape of x to rank 3 around axis q, Slice, Reshape to rank 4, Transpose (when not in order)."""
+    outer, inner = int(np.prod(mid[:q], dtype=np.int64)), int(np.prod(mid[q + 1:], dtype=np.int64))
+
+    def const(values: Sequence[int]) -> ir.Value:
+        return b.const(np.array(values, np.int64), "ints")
+
+    flat = b.op("Reshape", [x, const([outer, mid[q], inner])], shape=(outer, mid[q], inner), dtype=dtype)
+    taken = b.op("Slice", [flat, const([index]), const([index + 1]), const([1])], shape=(outer, 1, inner),
+                 dtype=dtype)
+    rest = [d for i, d in enumerate(mid) if i != q]
+    four = b.op("Reshape", [taken, const(rest)], shape=tuple(rest), dtype=dtype)
+    order = [a - (a > q) for a in final]
+    out = tuple(rest[p] for p in order)
+    if order == sorted(order):
+        return four
+    return b.op("Transpose", [four], shape=out, dtype=dtype, perm=order)
 
 
 def _merged_axes(shape: Sequence[int], perm: Sequence[int]) -> list[list[int]]:
@@ -156,9 +163,10 @@ def _merged_axes(shape: Sequence[int], perm: Sequence[int]) -> list[list[int]]:
 
 
 class Rank5TransposeMerge(Rewrite):
-    """Reshape(Transpose(Reshape(x) to rank 5)) where axes the Transpose keeps together can be merged (a
-    detection head's [N, A, K, H, W] -> [N, H, W, A, K] is [N, A*K, H, W] -> [N, H, W, A*K]) -> Reshape to the
-    merged rank <= 4 shape, Transpose, Reshape (exact: the same elements moved)."""
+    """Reshape(Transpose(Reshape(x) to rank 5 or 6)) where axes the Transpose keeps together can be merged (a
+    detection head's [N, A, K, H, W] -> [N, H, W, A, K] is [N, A*K, H, W] -> [N, H, W, A*K]; a Swin window
+    partition [B, H/w, w, W/w, w, C] -> [B, H/w, W/w, w, w, C] is [B*H/w, w, W/w, w*C] -> [B*H/w, W/w, w, w*C])
+    -> Reshape to the merged rank <= 4 shape, Transpose, Reshape (exact: the same elements moved)."""
 
     name = "rank5-transpose-merge"
     op_types = ("Reshape",)
@@ -170,15 +178,16 @@ class Rank5TransposeMerge(Rewrite):
         first = transpose.inputs[0].producer() if transpose.inputs[0] is not None else None
         mid = ctx.static_shape(transpose.inputs[0])
         out = ctx.static_shape(node.outputs[0])
-        if mid is None or out is None or len(mid) != 5 or len(out) > 4:
-            return Support.no("the Transpose is not of a static rank-5 tensor reshaped to rank <= 4")
+        if mid is None or out is None or len(mid) not in (5, 6) or len(out) > 4:
+            return Support.no("the Transpose is not of a static rank-5 or rank-6 tensor reshaped to rank <= 4")
         source = first.inputs[0] if first is not None and first.op_type == "Reshape" else transpose.inputs[0]
         if ctx.static_shape(source) is None or len(ctx.static_shape(source)) > 4:  # type: ignore[arg-type]
-            return Support.no("the rank-5 tensor does not come from a Reshape of a rank <= 4 tensor")
-        perm = list(attr(transpose, "perm", range(4, -1, -1)))
+            return Support.no(f"the rank-{len(mid)} tensor does not come from a Reshape of a rank <= 4 tensor")
+        perm = list(attr(transpose, "perm", range(len(mid) - 1, -1, -1)))
         runs = _merged_axes(mid, perm)
         if len(runs) > 4:
-            return Support.no("no axes stay together through the Transpose")
+            return Support.no("no axes stay together through the Transpose" if len(mid) == 5 else
+                              f"more than 4 runs of axes stay together through the Transpose ({len(runs)})")
         return source, mid, perm, runs, out
 
     def match(self, node: ir.Node, ctx: RuleContext) -> Support:
@@ -199,3 +208,142 @@ class Rank5TransposeMerge(Rewrite):
         moved = tuple(merged[i] for i in order)
         y = b.op("Transpose", [x], shape=moved, dtype=dtype, perm=order)
         return [y if moved == tuple(out) else reshape(y, out)]
+
+
+def _reshape_source(ctx: RuleContext, reshape: ir.Node | None) -> ir.Value | None:
+    """The rank <= 4 static input of *reshape* (a Reshape node), else None."""
+    if reshape is None or reshape.op_type != "Reshape" or reshape.domain not in ("", "ai.onnx"):
+        return None
+    shape = ctx.static_shape(reshape.inputs[0])
+    return reshape.inputs[0] if shape is not None and len(shape) <= 4 else None
+
+
+class Rank5GatherSplit(Rewrite):
+    """Gather of one constant index on axis a of a rank-5 tensor made by a Reshape (and Transposes) of a rank
+    <= 4 tensor (the attention's ``qkv[0]`` of a ``[B, T, 3, H, D]`` split, as the exporters and onnxruntime's
+    transpose optimizer leave it) -> Reshape to rank 3 around the indexed axis, Slice, Reshape to rank 4,
+    Transpose (exact: the same elements moved)."""
+
+    name = "rank5-gather-split"
+    op_types = ("Gather",)
+
+    def _chain(self, node: ir.Node, ctx: RuleContext):
+        transposes: list[ir.Node] = []
+        value = node.inputs[0]
+        producer = value.producer() if value is not None else None
+        while producer is not None and producer.op_type == "Transpose" and len(transposes) < 4:
+            transposes.append(producer)
+            producer = producer.inputs[0].producer() if producer.inputs[0] is not None else None
+        x = _reshape_source(ctx, producer)
+        mid = ctx.static_shape(producer.outputs[0]) if x is not None and producer is not None else None
+        if x is None or mid is None or len(mid) != 5:
+            return Support.no("the data is not a Reshape (and Transposes) of a static rank <= 4 tensor to rank 5")
+        indices = ctx.constant(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] is not None else None
+        if indices is None or np.asarray(indices).ndim != 0:
+            return Support.no("the indices are not one constant scalar")
+        axes_of = list(range(5))  # the rank-5 tensor's axis at each position of the Gather's data
+        for step in reversed(transposes):
+            perm = list(attr(step, "perm", range(4, -1, -1)))
+            axes_of = [axes_of[p] for p in perm]
+        q = axes_of[int(attr(node, "axis", 0)) % 5]
+        index = int(np.asarray(indices))
+        if not -mid[q] <= index < mid[q]:
+            return Support.no(f"index {index} is out of range for a dim of {mid[q]}")
+        return x, tuple(mid), [a for a in axes_of if a != q], q, index % mid[q]
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        chain = self._chain(node, ctx)
+        if isinstance(chain, Support):
+            return chain
+        return Support.check(ctx.dtype(node.inputs[0]) is not None, "unknown dtype")
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        x, mid, final, q, index = self._chain(node, ctx)
+        return [_take_one(b, x, ctx.dtype(x), mid, final, q, index)]
+
+
+#: The elementwise ops :class:`Rank5BinaryMerge` moves to the rank <= 4 shape.
+_ELEMENTWISE = ("Add", "Sub", "Mul", "Div")
+#: The most elements of a constant it broadcasts to the full shape (4M: 16 MB of float32).
+_MAX_BROADCAST = 1 << 22
+
+
+class Rank5BinaryMerge(Rewrite):
+    """Reshape(Add(Reshape(x) to rank 5 or 6, c)) with c a constant (Sub, Mul, Div alike; the shifted-window
+    mask of Swin: ``attn.view(B, nW, heads, N, N) + mask``) -> Add(x, c') in x's shape, then a Reshape if the
+    output's shape differs: c' is c broadcast to the rank-5 shape and laid out as x, with each axis along
+    which it is constant kept at size 1 (exact: every element meets the same operand)."""
+
+    name = "rank5-binary-merge"
+    op_types = ("Reshape",)
+
+    def _chain(self, node: ir.Node, ctx: RuleContext):
+        op = node.inputs[0].producer() if node.inputs[0] is not None else None
+        if op is None or op.op_type not in _ELEMENTWISE or op.domain not in ("", "ai.onnx") or len(op.inputs) != 2:
+            return Support.no(f"not a Reshape of {', '.join(_ELEMENTWISE)}")
+        mid, out = ctx.static_shape(op.outputs[0]), ctx.static_shape(node.outputs[0])
+        if mid is None or out is None or len(mid) not in (5, 6) or len(out) > 4:
+            return Support.no("not a static rank-5 or rank-6 result reshaped to rank <= 4")
+        for side in (0, 1):
+            first, other = op.inputs[side], op.inputs[1 - side]
+            x = _reshape_source(ctx, first.producer() if first is not None else None)
+            constant = ctx.constant(other) if other is not None else None
+            if x is None or constant is None or ctx.static_shape(first) != mid:
+                continue
+            if ctx.dtype(x) != ctx.dtype(other) or ctx.dtype(x) is None:
+                return Support.no("the operands' types differ")
+            if int(np.prod(mid, dtype=np.int64)) > _MAX_BROADCAST:
+                return Support.no(f"the constant would broadcast to {int(np.prod(mid))} elements")
+            return op, side, x, np.asarray(constant), tuple(mid), tuple(out)
+        return Support.no("no operand is a Reshape of a rank <= 4 tensor to the result's shape beside a constant")
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        chain = self._chain(node, ctx)
+        return chain if isinstance(chain, Support) else Support.yes()
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        op, side, x, constant, mid, out = self._chain(node, ctx)
+        shape = ctx.static_shape(x)
+        dtype = ctx.dtype(x)
+        full = np.broadcast_to(constant, mid).reshape(shape)
+        for axis in range(full.ndim):  # keep an axis at size 1 where the constant does not vary along it
+            first = np.take(full, [0], axis=axis)
+            if full.shape[axis] > 1 and np.array_equal(full, np.broadcast_to(first, full.shape), equal_nan=True):
+                full = first
+        c = b.const(np.ascontiguousarray(full), "operand")
+        y = b.op(op.op_type, [x, c] if side == 0 else [c, x], shape=shape, dtype=dtype)
+        if tuple(shape) == out:  # type: ignore[arg-type]
+            return [y]
+        return [b.op("Reshape", [y, b.const(np.array(out, np.int64), "shape")], shape=out, dtype=dtype)]
+
+
+#: Ops whose trailing inputs are optional (given as empty names by some exporters).
+_OPTIONAL_TAILS = ("Pad", "Clip", "Resize", "Slice", "Conv", "ConvTranspose", "Gemm", "LayerNormalization",
+                   "Split", "Squeeze", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "Dropout")
+
+
+class EmptyInputDrop(Rewrite):
+    """A node whose last inputs are given as empty names (``Pad(x, pads, "")`` as the TorchScript exporter
+    writes ``F.pad``) -> the same node without them: ONNX defines an empty optional input as an absent one,
+    but ORT's EPs count it (exact: the same op and inputs)."""
+
+    name = "empty-input-drop"
+    op_types = _OPTIONAL_TAILS
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        inputs = list(node.inputs)
+        return Support.check(len(inputs) > 1 and inputs[-1] is None, "no input is given as an empty name at the end")
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        inputs = list(node.inputs)
+        while inputs and inputs[-1] is None:
+            inputs.pop()
+        attributes = {name: a.value for name, a in node.attributes.items()}
+        shapes = [tuple(ctx.shape(v)) if ctx.shape(v) is not None else None for v in node.outputs]  # type: ignore
+        if len(node.outputs) == 1:
+            return [b.op(node.op_type, inputs, shape=shapes[0], dtype=ctx.dtype(node.outputs[0]),
+                         domain=node.domain, **attributes)]
+        if any(s is None for s in shapes):
+            raise ValueError("an output has no known rank")
+        return b.ops(node.op_type, inputs, shapes=shapes, dtype=ctx.dtype(node.outputs[0]),  # type: ignore
+                     domain=node.domain, **attributes)

@@ -3,7 +3,9 @@
 For every node the backend does not claim, the backend's rewrites for that op are tried in order.  A
 rewrite's nodes are built off-graph and checked against the backend's own rules first; they replace the
 node only if the backend claims every one of them, so a rewrite never turns a CPU node into other CPU
-nodes.  What was applied, and why other attempts were not, is kept for the report.
+nodes -- except, for a rewrite marked ``cpu_at_inputs``, nodes reading only graph inputs and constants
+(they run before every partition and cannot split one).  What was applied, and why other attempts were not,
+is kept for the report.
 
 Those checks ask a rule with ``signature_memo`` once per node signature in a pass, as the partitioner
 does: a rewrite applied a thousand times makes the same few nodes a thousand times.
@@ -187,8 +189,13 @@ class LegalizePass(ir.passes.InPlacePass):
         # (the graph does not change while these are asked: one proposal context serves them all)
         check = ProposalContext(model, self.backend, graph)
         check.pending_constants = set(builder.initializers)
+        made = set(builder.initializers)
         for new_node in builder.nodes:
             answer = self._claims(check, new_node)
+            if not answer and rewrite.cpu_at_inputs and all(
+                    value is None or value in made or value.is_graph_input() or value.const_value is not None
+                    for value in new_node.inputs):
+                continue  # (on the CPU before every partition)
             if not answer:
                 _detach(builder.nodes)
                 self._skip(rewrite, node, f"{self.backend.name} would not take the {op_label(new_node)} it makes: "

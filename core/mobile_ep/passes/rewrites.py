@@ -15,7 +15,21 @@ import onnx_ir as ir
 
 from mobile_ep.contract import RuleContext, Support, attr
 from mobile_ep.contract.rewrite import Builder, Rewrite, broadcast_shapes, float_input
-from mobile_ep.passes._rewrites_math import ErfApproximation, Rank5HeadSplit, Rank5TransposeMerge
+from mobile_ep.passes._rewrites_attention import (
+    BoolMaskToFloat,
+    BoolMoveViaFloat,
+    GatherInt32Indices,
+    SoftmaxIsNaN,
+    SoftmaxNanGuard,
+)
+from mobile_ep.passes._rewrites_math import (
+    EmptyInputDrop,
+    ErfApproximation,
+    Rank5BinaryMerge,
+    Rank5GatherSplit,
+    Rank5HeadSplit,
+    Rank5TransposeMerge,
+)
 from mobile_ep.passes._rewrites_rnn import GRUToSteps, LSTMToSteps
 from mobile_ep.passes._rewrites_spatial import (
     ConvTo2D,
@@ -46,6 +60,7 @@ __all__ = [
     "InstanceNormToPrimitives",
     "ReciprocalToDiv",
     "ReduceSumToMean",
+    "ReduceL2ToMean",
     "AbsToRelu",
     "GemmFoldScales",
     "ConvTo2D",
@@ -56,6 +71,14 @@ __all__ = [
     "ErfApproximation",
     "Rank5HeadSplit",
     "Rank5TransposeMerge",
+    "Rank5GatherSplit",
+    "Rank5BinaryMerge",
+    "EmptyInputDrop",
+    "SoftmaxNanGuard",
+    "SoftmaxIsNaN",
+    "BoolMaskToFloat",
+    "GatherInt32Indices",
+    "BoolMoveViaFloat",
     "LSTMToSteps",
     "GRUToSteps",
 ]
@@ -638,6 +661,27 @@ class ReduceSumToMean(Rewrite):
         count = int(np.prod([shape[a] for a in axes], dtype=np.int64))
         mean = _reduce_mean(b, ctx, x, axes, out_shape, dtype, keepdims=keep)
         return [b.op("Mul", [mean, _scalar(b, float(count), dtype)], shape=out_shape, dtype=dtype)]
+
+
+class ReduceL2ToMean(ReduceSumToMean):
+    """ReduceL2 -> Sqrt(ReduceMean(x·x) times the number of reduced elements) (equal within rounding; F.normalize
+    in cosine attention)."""
+
+    name = "reducel2-to-mean"
+    op_types = ("ReduceL2",)
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        x, dtype, shape = _static_input(node, ctx)
+        squares = b.op("Mul", [x, x], shape=shape, dtype=dtype)
+        axes = _reduce_axes(node, ctx)
+        assert axes is not None
+        keep = int(attr(node, "keepdims", 1))
+        out_shape = tuple(1 if i in axes else d for i, d in enumerate(shape)) if keep else \
+            tuple(d for i, d in enumerate(shape) if i not in axes)
+        count = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+        mean = _reduce_mean(b, ctx, squares, axes, out_shape, dtype, keepdims=keep)
+        total = b.op("Mul", [mean, _scalar(b, float(count), dtype)], shape=out_shape, dtype=dtype)
+        return [b.op("Sqrt", [total], shape=out_shape, dtype=dtype)]
 
 
 class AbsToRelu(_FloatRewrite):

@@ -164,6 +164,13 @@ class CoreMLBackend(Backend):
             r.PadToGather(),
             r.LSTMToSteps(),
             r.GRUToSteps(),
+            r.Rank5TransposeMerge(),
+            r.Rank5GatherSplit(),
+            r.Rank5BinaryMerge(),
+            r.EmptyInputDrop(),
+            r.ReduceL2ToMean(),
+            r.SoftmaxIsNaN(),
+            r.BoolMoveViaFloat(),
         ) + ((FoldDequantizeLinear(),) if self.options.fold_qdq else ())
 
     def qdq_ops(self) -> frozenset[str]:

@@ -4,6 +4,7 @@ within one quantization step."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import sys
 
@@ -111,3 +112,17 @@ def test_quantize_for_coreml_is_weight_only_and_compiles_compressed(tmp_path):
     result = mobile_ep.convert(tmp_path / "m.qdq.onnx", "coreml", tmp_path / "out", compile=True, options=ios16)
     assert "constexpr_affine_dequantize" in _payload_op_types(result, tmp_path / "out")
     assert all(v.ok for v in result.verification)
+
+
+def test_a_shape_onnxruntime_leaves_unknown_is_not_a_dynamic_input(tmp_path):
+    """Without fold_qdq, onnxruntime's NHWC kernels come with Transposes of unknown output shape in a model whose
+    input is static: that is said as such, and no --shape is suggested (it cannot help)."""
+    qdq = quant_models.write("resnet18", tmp_path / "models", per_channel=True)
+    out = tmp_path / "out"
+    mobile_ep.convert(qdq, "coreml", out)
+    report = json.loads((out / "report.json").read_text())
+    reasons = [u["reason"] for u in report["partitioning"]["unsupported"]]
+    unknown = [r for r in reasons if "shape unknown after" in r]
+    assert unknown and all("input sizes cannot give it" in r for r in unknown), reasons
+    assert not any("--shape" in r or "dynamic" in r for r in reasons), reasons
+    assert not any("--shape" in s for s in report["partitioning"]["suggestions"]), report["partitioning"]

@@ -32,6 +32,16 @@ the node ORT's NNAPI EP takes as a single node, on the same uint8 data:
   step off; equal to onnxruntime's default level, which runs the unit as QLinearGlobalAveragePool).  w is
   255, smaller when 255·255·H·W would overflow int32.
 
+A QDQ MaxPool unit fed by anything else (a QDQ Concat unit's QuantizeLinear, another pool) takes a float path:
+
+- ``qdq-maxpool-via-float``: DequantizeLinear → Max(x, x) → float MaxPool → Max(y, y) → QuantizeLinear, with the
+  unit's scales and zero point (equal at input and output).  Exact: the pool takes the same values as the
+  uint8 pool (the maximum commutes with the monotone (de)quantization, and requantizing a dequantized value of
+  the same scale gives it back), and Max(x, x) is x.  The two Maxes keep onnxruntime's basic-level QDQ
+  propagation from moving the DequantizeLinear and QuantizeLinear next to the pool, where they would be
+  dropped again into a uint8 MaxPool whose input, a QDQ unit's QuantizeLinear, ORT's EP does not count as in
+  the partition.  NNAPI then runs DEQUANTIZE, MAXIMUM, MAX_POOL_2D, MAXIMUM and QUANTIZE in float.
+
 Not taken: a QDQ depthwise Conv (DequantizeLinear of uint8 weights) in place of the GlobalAveragePool --
 onnxruntime's basic level would keep it, but convert asks about a rewrite's nodes one by one, outside the unit
 they will form, and a Conv whose weight is not a constant is refused on its own -- nor any float
@@ -49,7 +59,8 @@ import onnx_ir as ir
 
 from mobile_ep import NodeUnit, Rewrite, RuleContext, Support, UnitIO
 
-__all__ = ["QdqFlattenToReshape", "QdqSigmoidToTanh", "QdqMaxPoolToUint8", "QdqGlobalAveragePoolToQLinearConv"]
+__all__ = ["QdqFlattenToReshape", "QdqSigmoidToTanh", "QdqMaxPoolToUint8", "QdqMaxPoolViaFloat",
+           "QdqGlobalAveragePoolToQLinearConv"]
 
 
 def _in_qdq_unit(node: ir.Node, ctx: RuleContext) -> Support:
@@ -258,3 +269,39 @@ class QdqGlobalAveragePoolToQLinearConv(Rewrite):
         inputs = [dq.inputs[0], dq.inputs[1], dq.inputs[2], w, w_scale, w_zero_point, q.inputs[1], q.inputs[2]]
         return [b.op("QLinearConv", inputs, shape=(batch, channels, 1, 1), dtype=ir.DataType.UINT8,
                      group=channels, kernel_shape=[height, width])]
+
+
+class QdqMaxPoolViaFloat(Rewrite):
+    """A QDQ MaxPool unit (fed by anything; after qdq-maxpool-to-uint8, which takes a lone Conv unit's) becomes
+    DequantizeLinear → Max(x, x) → float MaxPool → Max(y, y) → QuantizeLinear (exact)."""
+
+    name = "qdq-maxpool-via-float"
+    op_types = ("QuantizeLinear",)
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        """The QuantizeLinear of a QDQ MaxPool unit (uint8, one output, 4-D static input) whose input and output
+        scales and zero points are equal."""
+        result = _unit_of_q(node, ctx, "MaxPool")
+        if not result:
+            return result
+        unit = ctx.unit_of(node)
+        if len(unit.target.outputs) != 1:
+            return Support.no("the Indices output is used")
+        if _uint8_scalar_params(_dq_io(unit), ctx) != _uint8_scalar_params(_q_io(unit), ctx):
+            return Support.no("the input and output scales or zero points differ")
+        shape = _static_shape(unit.target.inputs[0], ctx)
+        if shape is None or len(shape) != 4:
+            return Support.no("needs a 4-D input of static shape")
+        return Support.yes()
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b):
+        unit = ctx.unit_of(node)
+        dq, q = unit.dq_nodes[0], unit.q_nodes[0]
+        f = ir.DataType.FLOAT
+        shape_in, shape_out = _static_shape(unit.target.inputs[0], ctx), ctx.shape(unit.target.outputs[0])
+        x = b.op("DequantizeLinear", list(dq.inputs), shape=shape_in, dtype=f)
+        held = b.op("Max", [x, x], shape=shape_in, dtype=f)
+        pool_attributes = {name: a.value for name, a in unit.target.attributes.items()}
+        pooled = b.op("MaxPool", [held], shape=shape_out, dtype=f, **pool_attributes)
+        kept = b.op("Max", [pooled, pooled], shape=shape_out, dtype=f)
+        return [b.op("QuantizeLinear", [kept, *q.inputs[1:]], shape=shape_out, dtype=ir.DataType.UINT8)]

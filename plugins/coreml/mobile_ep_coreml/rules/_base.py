@@ -366,10 +366,7 @@ class CoreMLRule(OpRule):
             return SUPPORTED  # (asked for every input of every node: no label unless it is needed)
         label = input_label(node, index)
         if shape is None:
-            return Support.no(
-                f"{label} has no known shape; ORT's CoreML EP needs every input's shape "
-                "(fix the input shapes with --shape or --dim)"
-            )
+            return _no_shape(label, value, ctx)
         if static_only and any(d is None for d in shape):
             return Support.no(
                 f"{label} has dynamic shape {shape_text(ctx, value)} and require_static_input_shapes is "
@@ -427,3 +424,16 @@ class CoreMLRule(OpRule):
 
 def _first_paragraph(doc: str) -> str:
     return " ".join(doc.split("\n\n")[0].split()).rstrip(".")
+
+
+def _no_shape(label: str, value: ir.Value, ctx: RuleContext) -> Support:
+    """An input without a shape: fixed with --shape or --dim where the model has a symbolic input dim; where it
+    has none (onnxruntime inserted the node, or did not infer the shape), named after the op that made it."""
+    inputs = [v for v in ctx.model.graph.inputs if not v.is_initializer()] if ctx.model is not None else []
+    if inputs and all(v.shape is not None and all(isinstance(d, int) for d in v.shape) for v in inputs):
+        producer = value.producer()
+        after = f"{op_label(producer)} {producer.name!r}" if producer is not None else "the graph's input"
+        return Support.no(f"{label}: shape unknown after {after} (the model's inputs are all of fixed size: "
+                          "input sizes cannot give it); ORT's CoreML EP needs every input's shape")
+    return Support.no(f"{label} has no known shape; ORT's CoreML EP needs every input's shape "
+                      "(fix the input shapes with --shape or --dim)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from mobile_ep import SUPPORTED, NodeUnit, RuleContext, Support
 from mobile_ep_coreml.mil import MILBuilder
 
@@ -28,7 +30,18 @@ class Where(CoreMLRule):
         return SUPPORTED
 
     def lower(self, unit: NodeUnit, ctx: RuleContext, b: MILBuilder) -> None:
+        """Core ML's select takes its output shape from X and Y alone: where only the condition has the output's
+        shape (Where(mask, 0, -inf) of two scalars), a constant X or Y is given that shape."""
         node = unit.target
         y = node.outputs[0]
-        b.set(y, b.mb.select(cond=b.var(node.inputs[0]), a=b.var(node.inputs[1]), b=b.var(node.inputs[2]),
-                             name=b.name(y)))
+        a, other = b.var(node.inputs[1]), b.var(node.inputs[2])
+        shape = ctx.static_shape(y)
+        if shape is not None:
+            small = [np.ndim(v) if isinstance(v, np.ndarray) else len(v.shape) for v in (a, other)]
+            if max(small) < len(shape) or not any(
+                    (v.shape if isinstance(v, np.ndarray) else tuple(v.shape)) == tuple(shape) for v in (a, other)):
+                if isinstance(a, np.ndarray):
+                    a = np.ascontiguousarray(np.broadcast_to(a, shape))
+                elif isinstance(other, np.ndarray):
+                    other = np.ascontiguousarray(np.broadcast_to(other, shape))
+        b.set(y, b.mb.select(cond=b.var(node.inputs[0]), a=a, b=other, name=b.name(y)))

@@ -255,8 +255,9 @@ def check_bias_quantization(unit: NodeUnit, ctx: RuleContext, index: int = 2) ->
     """A QDQ unit's int32 bias has scale = input scale × weight scale (per channel too) and zero point 0.
 
     ORT's NNAPI EP passes the bias data as it is, with the scale NNAPI requires (input × weight), and ignores
-    the bias DequantizeLinear's own scale: any other scale would change the result.  Scales are compared as
-    float32 with a relative tolerance of 1e-6.
+    the bias DequantizeLinear's own scale: any other scale would change the result (but not that of an all-zero
+    bias, which exporters share between convolutions).  Scales are compared as float32 with a relative tolerance
+    of 1e-6.
     """
     if unit.kind != "qdq":
         return SUPPORTED
@@ -270,7 +271,9 @@ def check_bias_quantization(unit: NodeUnit, ctx: RuleContext, index: int = 2) ->
         return Support.no("the bias, input or weight scale is not a constant initializer")
     expected = (np.float32(np.asarray(scales[0]).reshape(-1)[0]) * np.asarray(scales[1], np.float32)).reshape(-1)
     given = np.asarray(bias_scale, np.float32).reshape(-1)
-    if given.size not in (1, expected.size) or not np.allclose(given, expected, rtol=1e-6, atol=0):
+    data = ctx.constant(bias.value)
+    zeros = data is not None and not np.asarray(data).any()  # (zero at any scale: exporters share zero biases)
+    if not zeros and (given.size not in (1, expected.size) or not np.allclose(given, expected, rtol=1e-6, atol=0)):
         shown = f"{float(given[0]):g}" if given.size == 1 else f"{given.size} scales"
         want = f"{float(expected[0]):g}" if expected.size == 1 else "input scale × each weight scale"
         return Support.no(f"the bias (input {index}) is quantized with scale {shown}; NNAPI needs input scale × "
