@@ -36,7 +36,7 @@ from mobile_ep.passes import const_inputs, export, fuse_cpu, load, to_epcontext
 from mobile_ep.passes import verify as verification
 from mobile_ep.passes.legalize import LegalizePass
 from mobile_ep.passes.partition import PartitionPass, analyze
-from mobile_ep.reports import const_hints, interface, nodegraph
+from mobile_ep.reports import const_hints, interface, nodegraph, option_hints
 from mobile_ep.reports import model as reports
 
 __all__ = ["check", "convert", "resolve_backends"]
@@ -67,7 +67,7 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
                 if mine is not as_is:
                     (found,), _ = analyze(mine, [backend], strict=opts.strict)
                 before[backend.name] = reports.backend_report(backend, *found, model=mine)
-        after, changes = {}, {}
+        after, changes, converted = {}, {}, {}
         if after_convert:
             with timer("after_convert"):
                 reference, fixing, const_dir = const_inputs.reference(path, opts)
@@ -78,15 +78,21 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
 
                 fixed, changes = fixed_for(backends, "fixed") if opts.fixes_inputs else (as_is, {})
                 for backend in backends:  # (convert's graph: the backend alone, as above)
-                    mine = own[backend.name] if fixed is as_is else load.for_one(
+                    mine = converted[backend.name] = own[backend.name] if fixed is as_is else load.for_one(
                         fixed, backends, backend, None, lambda one, b=backend: fixed_for(one, f"fixed.{b.name}")[0])
                     after[backend.name] = _after_convert(mine, backend, opts, work)
                 if const_dir is not None:
                     const_dir.cleanup()
         dynamic = reports.still_dynamic(reports.dynamic_inputs(as_is), opts.shapes, opts.dims, opts.consts)
-        for name, report in before.items():
-            report.suggestions = reports.suggestions(report, after.get(name), dynamic, beside=report)
-            const_hints.attach(as_is, report, after.get(name))
+        for backend in backends:
+            report = before[backend.name]
+            report.suggestions = reports.suggestions(report, after.get(backend.name), dynamic, beside=report)
+            const_hints.attach(as_is, report, after.get(backend.name))
+            if after_convert:  # (each option change computed: as is, or through the model convert writes)
+                report.suggestions += option_hints.better_options(
+                    own[backend.name], backend, report, after.get(backend.name),
+                    lambda variant, m=converted[backend.name]: _after_convert(m, variant, opts, work),
+                    strict=opts.strict)
         combined = [reports.combined_report(proposal, backends) for proposal in together]  # (one per platform)
         result = reports.CheckReport(str(model), len(as_is.graph), before, combined[0] if combined else None, after,
                                      changes, timer.timings, other_platforms=combined[1:])

@@ -205,6 +205,8 @@ def check_text(report: CheckReport, *, verbose: bool = False, combined: bool | N
             if after.rewrites:
                 text += f" (rewrites: {_rewrites(after)})"
             lines.extend(out.wrap(text, "  "))
+        for option in (s for s in as_is.suggestions if s.startswith("-O ")):  # (option_hints: computed)
+            lines.extend(out.wrap(f"try {option}", "  ", "    "))
         lines.append("")
     if combined is None:
         combined = len(report.backends) > 1

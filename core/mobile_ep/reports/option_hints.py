@@ -1,0 +1,91 @@
+"""Option changes that improve a backend's verdict, for ``check``'s suggestions.
+
+``explain`` answers for one node which option changes would move it; a user who sees "10/148 nodes in 10
+partitions, verdict NO" also needs to know that ``-O coreml.fold_qdq=true`` takes every node in one partition.
+For a backend whose verdict is not YES, each single option change ``explain`` would try (the other value of a
+boolean, of a choice, the ends of an integer range) is computed as it would happen:
+
+- a change that moves rule answers: the backend so configured partitions the model as it is (rules only);
+- a change of the rewrites ``convert`` applies (``fold_qdq``): the model as ``convert`` would write it is
+  partitioned again, as ``check``'s after-convert view is (a few at most: each writes and loads a model).
+
+A change is suggested when its verdict is better, or the same with fewer partitions and no fewer nodes, and
+said with its numbers: ``-O coreml.fold_qdq=true: 190/190 nodes in 1 partition, verdict YES after convert``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import onnx_ir as ir
+
+from mobile_ep.contract import Backend
+from mobile_ep.contract.plugins import guarded
+from mobile_ep.passes.partition import PartitionPass
+from mobile_ep.reports import explain
+from mobile_ep.reports.model import BackendReport, backend_report
+
+__all__ = ["better_options", "MAX_CONVERTS"]
+
+#: Option changes of the rewrites evaluated through a written model, at most, per backend.
+MAX_CONVERTS = 3
+_RANK = {"YES": 2, "MAYBE": 1, "NO": 0}
+
+
+def _score(report: BackendReport) -> tuple[int, int, int]:
+    return _RANK.get(report.verdict.split()[0], 0), -len(report.partitions), report.supported_nodes
+
+
+def _better(new: BackendReport, old: BackendReport) -> bool:
+    (verdict, partitions, nodes), (old_verdict, old_partitions, old_nodes) = _score(new), _score(old)
+    return verdict > old_verdict or (verdict == old_verdict and partitions > old_partitions and nodes >= old_nodes)
+
+
+def _text(change: str, report: BackendReport, where: str) -> str:
+    parts = len(report.partitions)
+    return (f"{change}: {report.supported_nodes}/{report.nodes} nodes in {parts} partition{'s' * (parts != 1)}, "
+            f"verdict {report.verdict.split()[0]} {where} (computed)")
+
+
+def _rewrite_names(backend: Backend) -> tuple[str, ...]:
+    return tuple(type(r).__name__ for r in backend.rewrites())
+
+
+def better_options(model: ir.Model, backend: Backend, before: BackendReport, after: BackendReport | None,
+                   after_convert: Callable[[Backend], BackendReport] | None, *, strict: bool = False) -> list[str]:
+    """The single option changes of *backend* that improve *before* (the model as is) or *after* (after
+    convert; *after_convert* computes it for a configured backend), best first, as suggestion lines."""
+    if before.verdict.startswith("YES") and (after is None or after.verdict.startswith("YES")):
+        return []
+    found: list[tuple[tuple[int, int, int], str]] = []
+    converts = 0
+    rewrites = _rewrite_names(backend)
+    for key, values in explain._option_values(backend):
+        if values and all(v.lstrip("-").isdigit() for v in values):
+            values = [values[0], values[-1]]  # (the ends of the range explain tries)
+        for value in values:
+            variant = explain._configure(backend, {key: value})
+            if variant is None:
+                continue
+            change = explain._format_change(backend.name, {key: value})
+            if after is not None and after_convert is not None and _rewrite_names(variant) != rewrites:
+                if converts >= MAX_CONVERTS or after.verdict.startswith("YES"):
+                    continue
+                converts += 1
+                try:
+                    report = after_convert(guarded(variant, strict=strict))
+                except Exception:  # (a variant convert cannot write says nothing about the current one)
+                    continue
+                if _better(report, after):
+                    found.append((_score(report), _text(change, report, "after convert")))
+                continue
+            if before.verdict.startswith("YES"):
+                continue
+            partition = PartitionPass(guarded(variant, strict=strict))
+            partition(model)
+            assert partition.proposal is not None
+            report = backend_report(variant, partition.proposal, partition.nodes, partition.costs, model=model)
+            if _better(report, before):
+                found.append((_score(report), _text(change, report, "as is")))
+    found.sort(key=lambda item: item[0], reverse=True)
+    return [text for _, text in found[:3]]
