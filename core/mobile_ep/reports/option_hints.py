@@ -2,7 +2,7 @@
 
 ``explain`` answers for one node which option changes would move it; a user who sees "10/148 nodes in 10
 partitions, verdict NO" also needs to know that ``-O coreml.fold_qdq=true`` takes every node in one partition.
-For a backend whose verdict is not YES, each single option change ``explain`` would try (the other value of a
+For a backend whose verdict is not YES after ``convert``, each single option change ``explain`` would try (the other value of a
 boolean, of a choice, the ends of an integer range) is computed as it would happen:
 
 - a change that moves rule answers: the backend so configured partitions the model as it is (rules only);
@@ -55,7 +55,7 @@ def better_options(model: ir.Model, backend: Backend, before: BackendReport, aft
                    after_convert: Callable[[Backend], BackendReport] | None, *, strict: bool = False) -> list[str]:
     """The single option changes of *backend* that improve *before* (the model as is) or *after* (after
     convert; *after_convert* computes it for a configured backend), best first, as suggestion lines."""
-    if before.verdict.startswith("YES") and (after is None or after.verdict.startswith("YES")):
+    if (after or before).verdict.startswith("YES"):  # (convert already gets there: nothing to suggest)
         return []
     found: list[tuple[tuple[int, int, int], str]] = []
     converts = 0
