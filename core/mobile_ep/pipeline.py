@@ -33,6 +33,8 @@ from mobile_ep.contract import Backend
 from mobile_ep.contract.plugins import Plugins, guarded, make_plugins
 from mobile_ep.errors import BackendError, UsageError
 from mobile_ep.options import Options
+from mobile_ep.partitioning.cost import PartitionCost
+from mobile_ep.partitioning.propose import BackendProposal
 from mobile_ep.passes import const_inputs, export, fuse_cpu, load, to_epcontext
 from mobile_ep.passes import verify as verification
 from mobile_ep.passes.legalize import LegalizePass
@@ -41,6 +43,9 @@ from mobile_ep.reports import model as reports
 from mobile_ep.reports import nodegraph
 
 __all__ = ["check", "convert", "resolve_backends"]
+
+#: A backend's partition of a model as :func:`analyze` gives it: the proposal, the nodes, the costs.
+Found = tuple[BackendProposal, list[ir.Node], list[PartitionCost]]
 
 
 def _one_command(run):
@@ -73,13 +78,13 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
             as_is = load.view(path, work / "as_is", proto=proto, backends=backends)
         with timer("partition"):
             alone, together = analyze(as_is.model, backends, strict=opts.strict)
-            before, own = {}, {}  # (own: the model as each backend's session alone sees it)
+            before, own, planned = {}, {}, {}  # (own: the model as each backend's session alone sees it)
             for backend, found in zip(backends, alone, strict=True):  # (alone: offered inlined what another keeps)
                 mine = as_is
                 if load.needs_own_view(as_is, backends, found[0].rejected):
                     mine = load.view(path, work / f"as_is.{backend.name}", proto=proto, backends=[backend])
                     (found,), _ = analyze(mine.model, [backend], strict=opts.strict)
-                own[backend.name] = mine
+                own[backend.name], planned[backend.name] = mine, found
                 before[backend.name] = reports.backend_report(backend, *found, model=mine.model, whole=mine.whole)
         after, changes = {}, {}
         if after_convert:
@@ -93,7 +98,8 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
                         mine = own[backend.name] if fixed is as_is else fixed
                         if fixed is not as_is and load.needs_own_view(fixed, backends, None):
                             mine = load.view(reference, work / f"fixed.{backend.name}", fixing, read, [backend])
-                        after[backend.name] = _after_convert(mine, backend, opts, work)
+                        after[backend.name] = _after_convert(mine, backend, opts, work,
+                                                             planned[backend.name] if mine is own[backend.name] else None)
                 finally:
                     if const_dir is not None:
                         const_dir.cleanup()
@@ -194,11 +200,13 @@ def _convert(source: pathlib.Path, proto, backend: Backend, opts: Options, out_d
     return _with_html(result, html, node_data)
 
 
-def _after_convert(seen: load.View, backend: Backend, options: Options, work: pathlib.Path) -> reports.BackendReport:
+def _after_convert(seen: load.View, backend: Backend, options: Options, work: pathlib.Path,
+                   found: Found | None = None) -> reports.BackendReport:
     """What *backend* takes of the model ``convert`` writes from *seen*: its steps (:class:`_Conversion`), the
-    work files beside the weights *seen* reads, which they reference, else in *work*.  A model the backend
+    work files beside the weights *seen* reads, which they reference, else in *work*.  *found*: the backend's
+    partition of *seen* as it is (:func:`analyze`), used again when no rewrite applies.  A model the backend
     takes whole with no rewrite is not written (:meth:`_Conversion.as_loaded`)."""
-    conversion = _Conversion.plan(seen.model, backend, options)
+    conversion = _Conversion.plan(seen.model, backend, options, found)
     if not conversion.unchanged:
         folder = fuse_cpu.weights_folder(seen.model, work)
         conversion.write(folder / f"after.{backend.name}.onnx", folder, by_reference=True)
@@ -226,8 +234,17 @@ class _Conversion:
     loaded: tuple[PartitionPass, ir.Model] | None = None
 
     @classmethod
-    def plan(cls, model: ir.Model, backend: Backend, options: Options) -> _Conversion:
-        """*model* legalized for *backend* (:func:`_legalize_and_partition`) and partitioned."""
+    def plan(cls, model: ir.Model, backend: Backend, options: Options, found: Found | None = None) -> _Conversion:
+        """*model* legalized for *backend* (:func:`_legalize_and_partition`) and partitioned; *found*: the
+        backend's partition of *model* as it is, with the cost model's default limits (:func:`analyze`), which
+        is the plan when no rewrite applies and *options* set no other limits."""
+        defaults = Options()
+        if found is not None and (options.cost_model, options.max_partitions, options.min_nodes) == (
+                defaults.cost_model, defaults.max_partitions, defaults.min_nodes) and not (
+                options.legalize and LegalizePass(backend).has_work(model)):
+            partition = PartitionPass(backend, options)
+            partition.proposal, partition.nodes, partition.costs = found
+            return cls(backend, options, model, partition, [])
         return cls(backend, options, *_legalize_and_partition(model, backend, options))
 
     @property
