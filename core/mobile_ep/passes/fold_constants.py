@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import onnx
+import onnx_ir as ir
 
 from mobile_ep import model_io, sessions
 from mobile_ep.errors import ModelError
@@ -31,7 +32,7 @@ from mobile_ep.passes import function_ops
 if TYPE_CHECKING:
     from mobile_ep.contract import Backend
 
-__all__ = ["ort_optimized", "ort_optimized_keeping", "OPTIMIZED_DATA", "OPTIMIZED_EXTERNAL_MIN_BYTES", "INSERTED_CAST_PREFIX"]
+__all__ = ["ort_optimized", "ort_optimized_keeping", "load_optimized", "OPTIMIZED_DATA", "OPTIMIZED_EXTERNAL_MIN_BYTES", "INSERTED_CAST_PREFIX"]
 
 #: Initializers of at least this size go to the optimized model's external data file: the ``.onnx`` stays
 #: small (parsed in a few ms), the weights are memory-mapped when, and only when, something reads them.
@@ -90,6 +91,22 @@ def ort_optimized_keeping(path: str | os.PathLike, out_dir: str | os.PathLike, *
         return out, function_ops.Whole()
     return function_ops.keep_claimed(pathlib.Path(path), read(), out, out_dir, backends,
                                      lambda model, folder, where: _optimized_proto(model, folder, where, level))
+
+
+#: What the guard of :func:`mobile_ep.model_io.read_proto` normalizes, as it appears in a file: the domain
+#: ``ai.onnx`` spelled out, a dim of -1 (``dim_value``: field 1, varint).
+_NORMALIZED = (b"ai.onnx", b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01")
+
+
+def load_optimized(path: str | os.PathLike) -> ir.Model:
+    """The IR of a file :func:`ort_optimized` wrote (the model of a file already read and guarded, as
+    onnxruntime optimized it): read without the guard again, unless it holds a spelling the guard normalizes
+    (then as :func:`mobile_ep.model_io.load` reads any file)."""
+    path = pathlib.Path(path)
+    data = path.read_bytes()  # (the graph: weights of 1 KB and more are in the data file)
+    if any(spelling in data for spelling in _NORMALIZED):
+        return model_io.load(path, check=False)
+    return model_io.from_proto(onnx.ModelProto.FromString(data), base_dir=path.parent, label=str(path))
 
 
 def _session_options(out_dir: pathlib.Path, level: str):

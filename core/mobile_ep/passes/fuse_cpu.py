@@ -36,8 +36,8 @@ def partition_written(path: pathlib.Path, backend: Backend, work: pathlib.Path, 
     its partitions judged as *strict* (the run's :class:`Options`, or only whether a backend's failure is an
     error) asks: the cost model, ``max_partitions``, ``min_nodes``."""
     work.mkdir(parents=True, exist_ok=True)
-    model = mir.load(fold_constants.ort_optimized(path, work, inspected=True, backends=[backend]),  # (our own file)
-                     check=False)
+    model = fold_constants.load_optimized(fold_constants.ort_optimized(path, work, inspected=True,  # (our own file)
+                                                                       backends=[backend]))
     partition = PartitionPass(backend, strict if isinstance(strict, Options) else Options(strict=strict))
     partition(model)
     return partition, model

@@ -83,11 +83,11 @@ def view(path: str | os.PathLike, work: str | os.PathLike, options: Options | No
             except ModelError as exc:
                 message = str(exc).replace(f"{fixed}: ", "", 1).replace(str(fixed), "the fixed model")
                 raise ModelError(f"{source}: fixing input shapes ({_asked(options)}): {message}") from None
-            return View(model_io.load(optimized, check=False), changes, whole)
+            return View(fold_constants.load_optimized(optimized), changes, whole)
     else:
         changes = {}
     optimized, whole = fold_constants.ort_optimized_keeping(source, work, proto=proto, backends=backends)
-    return View(model_io.load(optimized, check=False), changes, whole)
+    return View(fold_constants.load_optimized(optimized), changes, whole)
 
 
 def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Options | None = None,
