@@ -106,21 +106,24 @@ class _Views:
         self.outputs: dict[tuple, dict] = {}
 
 
-_views: _Views | None = None
+_local = threading.local()  # (a command's views are its thread's: batch runs commands on threads)
+
+
+def _current() -> _Views | None:
+    return getattr(_local, "views", None)
 
 
 @contextlib.contextmanager
 def command() -> Iterator[None]:
     """Keep the views made inside (nested: those of the outermost command) until it ends."""
-    global _views
-    if _views is not None:
+    if _current() is not None:
         yield
         return
-    _views = _Views()
+    _local.views = _Views()
     try:
         yield
     finally:
-        _views = None
+        _local.views = None
 
 
 def _stamp(path: pathlib.Path) -> tuple:
@@ -150,7 +153,7 @@ def write_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path, *,
     *out*, or, within a command, the file written for the same source (the same file unchanged, or the same
     bytes in the same folder) with the same *key* (what makes the view: the level, the format ...), which must
     not be changed (a step that changes a view writes another file)."""
-    views = _views
+    views = _current()
     if views is None:
         open_session(source, so, disabled_optimizers=disabled_optimizers)
         if finish is not None:
@@ -176,7 +179,7 @@ def write_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path, *,
 def runnable(path: str | os.PathLike, make: Callable[[], Any]) -> Any:
     """The session *make* builds to run the model at *path*; within a command the last one is kept, and asked
     again for the same file, given back (one at a time: a model's weights are held once)."""
-    views = _views
+    views = _current()
     if views is None:
         return make()
     stamp = _stamp(pathlib.Path(path))
@@ -191,7 +194,7 @@ def runnable(path: str | os.PathLike, make: Callable[[], Any]) -> Any:
 def outputs(path: str | os.PathLike, feeds: Mapping[str, Any], run: Callable[[], dict]) -> dict:
     """The outputs of the model at *path* on *feeds* (*run* computes them); within a command each file's outputs
     for the same inputs are computed once."""
-    views = _views
+    views = _current()
     if views is None:
         return run()
     key = (_stamp(pathlib.Path(path)), _feeds_digest(feeds))
