@@ -3,8 +3,10 @@
 For each ``light_*`` model of the onnx wheel (or the models given), round after round (the commands of a
 group take turns; one untimed warm-up round first):
 
-- **check**: ``mobile-ep check MODEL --ep nnapi`` and ``mobile-ep check MODEL`` (every installed backend)
-  against ``python -m onnxruntime.tools.check_onnx_model_mobile_usability MODEL``;
+- **check**: ``mobile-ep check MODEL --ep nnapi``, ``mobile-ep check MODEL`` (every installed backend) and
+  ``mobile-ep check MODEL --ep nnapi,coreml,qnn`` against ``python -m
+  onnxruntime.tools.check_onnx_model_mobile_usability MODEL`` and against the floor, one basic-level
+  onnxruntime session on the model as a command (``bench/ort_floor.py``);
 - **convert**: ``mobile-ep convert MODEL --ep nnapi --no-verify -o DIR`` and the same with verification
   (the default) against ``python -m onnxruntime.tools.convert_onnx_models_to_ort MODEL --output_dir DIR
   --optimization_style Runtime --target_platform arm``.
@@ -67,6 +69,12 @@ def light_models() -> list[pathlib.Path]:
 #: median over the models; convert at most this much slower than the baseline.
 CHECK_SPEEDUP_TARGET = 1.5
 BASELINE_SLOWDOWN_LIMIT = 1.10
+#: Targets against the floor (one basic-level onnxruntime session on the model, as a command: ``ort_floor.py``),
+#: medians over the models: check --ep nnapi, check with three backends; no model's check --ep nnapi above
+#: the last; convert --no-verify against ORT's converter.
+FLOOR_TARGETS = {"nnapi": 1.5, "three": 1.8, "max": 2.5, "convert": 1.3}
+#: The backends of "check with three backends".
+THREE_BACKENDS = "nnapi,coreml,qnn"
 
 
 def installed_backends(python: str = sys.executable) -> str:
@@ -83,7 +91,9 @@ def bench_model(path: pathlib.Path, repeats: int, warmup: int, work: pathlib.Pat
     check = {
         "ours_nnapi": [*ours, "check", model, "--ep", "nnapi"],
         "ours_all": [*ours, "check", model],
+        "ours_three": [*ours, "check", model, "--ep", THREE_BACKENDS],
         "ort": [sys.executable, "-m", "onnxruntime.tools.check_onnx_model_mobile_usability", model],
+        "floor": [sys.executable, str(pathlib.Path(__file__).parent / "ort_floor.py"), model],
     }
     if baseline:
         check["base_nnapi"] = [*mobile_ep_command(baseline), "check", model, "--ep", "nnapi"]
@@ -118,6 +128,33 @@ def _median(rows: list[dict], a: str, b: str) -> float | None:
 
 def _verdict(value: float | None, ok: bool) -> str:
     return "" if value is None else (" (met)" if ok else " (NOT met)")
+
+
+def _floor_table(rows: list[dict]) -> list[str]:
+    """``check`` and ``convert --no-verify`` against the floor: one basic-level session on the model."""
+    lines = ["", "## Against the floor", "",
+             "The floor: `python bench/ort_floor.py MODEL`, one onnxruntime session at the basic level on the model "
+             "writing the optimized model, as a command (what `check` cannot do without). Ratio = command / floor; "
+             "convert --no-verify = mobile-ep / ORT's converter.", "",
+             f"| model | floor | check --ep nnapi | ratio | check --ep {THREE_BACKENDS} | ratio | "
+             "convert --no-verify / ORT |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {fmt_s(r['check_floor'])} | {fmt_s(r['check_ours_nnapi'])} | "
+                     f"{ratio(_ratio(r, 'check_ours_nnapi', 'check_floor'))} | {fmt_s(r.get('check_ours_three'))} | "
+                     f"{ratio(_ratio(r, 'check_ours_three', 'check_floor'))} | "
+                     f"{ratio(_ratio(r, 'convert_ours', 'convert_ort'))} |")
+    nnapi, three = _median(rows, "check_ours_nnapi", "check_floor"), _median(rows, "check_ours_three", "check_floor")
+    worst = max((v for v in (_ratio(r, "check_ours_nnapi", "check_floor") for r in rows) if v is not None),
+                default=None)
+    converted = _median(rows, "convert_ours", "convert_ort")
+    t = FLOOR_TARGETS
+    lines += ["", f"**Medians: check --ep nnapi {ratio(nnapi)}x the floor{_verdict(nnapi, (nnapi or 0) <= t['nnapi'])} "
+                  f"(target <= {t['nnapi']}), highest {ratio(worst)}x{_verdict(worst, (worst or 0) <= t['max'])} "
+                  f"(<= {t['max']}); three backends {ratio(three)}x{_verdict(three, (three or 0) <= t['three'])} "
+                  f"(<= {t['three']}); convert --no-verify {ratio(converted)}x ORT's converter"
+                  f"{_verdict(converted, (converted or 0) <= t['convert'])} (<= {t['convert']}).**"]
+    return lines
 
 
 def render(rows: list[dict], repeats: int, warmup: int, description: str, command: str, backends: str,
@@ -188,6 +225,8 @@ def render(rows: list[dict], repeats: int, warmup: int, description: str, comman
                       f"{_verdict(plain, plain is not None and plain <= limit)}, verified {ratio(verified)}"
                       f"{_verdict(verified, verified is not None and verified <= limit)}** (convert's limit: "
                       f"at most {limit:.2f})."]
+    if any("check_floor" in r for r in rows):
+        lines += _floor_table(rows)
     lines.append("")
     return "\n".join(lines)
 

@@ -420,11 +420,9 @@ def _onnxruntime_loads(path: pathlib.Path, proto: onnx.ModelProto) -> bool:
     """Whether an onnxruntime session (no optimizations, never run) accepts the model: for files onnx's
     checker refuses but onnxruntime does not (no shape field, an explicit ``ai.onnx`` domain, IR 3
     initializers not listed as inputs ...)."""
-    import onnxruntime as ort
+    from mobile_ep import sessions
 
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 4
+    so = sessions.options(level="disable", log=4)
     so.intra_op_num_threads = so.inter_op_num_threads = 1
     source: str | bytes = str(path)
     if proto.ir_version > MAX_IR_VERSION:  # (as bytes with the IR version onnxruntime reads)
@@ -434,7 +432,7 @@ def _onnxruntime_loads(path: pathlib.Path, proto: onnx.ModelProto) -> bool:
                                     str(pathlib.Path(path).parent.resolve()))
         source = lowered.SerializeToString()
     try:
-        ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
+        sessions.open_session(source, so)
     except Exception:
         return False
     return True

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import pathlib
 import tempfile
@@ -27,11 +28,13 @@ from typing import Any
 
 import onnx_ir as ir
 
-from mobile_ep import progress, runtime, writes
+from mobile_ep import progress, runtime, sessions, writes
 from mobile_ep.contract import Backend
 from mobile_ep.contract.plugins import Plugins, guarded, make_plugins
 from mobile_ep.errors import BackendError, UsageError
 from mobile_ep.options import Options
+from mobile_ep.partitioning.cost import PartitionCost
+from mobile_ep.partitioning.propose import BackendProposal
 from mobile_ep.passes import const_inputs, export, fuse_cpu, load, to_epcontext
 from mobile_ep.passes import verify as verification
 from mobile_ep.passes.legalize import LegalizePass
@@ -41,7 +44,22 @@ from mobile_ep.reports import model as reports
 
 __all__ = ["check", "convert", "resolve_backends"]
 
+#: A backend's partition of a model as :func:`analyze` gives it: the proposal, the nodes, the costs.
+Found = tuple[BackendProposal, list[ir.Node], list[PartitionCost]]
 
+
+def _one_command(run):
+    """*run* as one command: each view of a model made once (:func:`mobile_ep.sessions.command`)."""
+
+    @functools.wraps(run)
+    def command(*args: Any, **kwargs: Any):
+        with sessions.command():
+            return run(*args, **kwargs)
+
+    return command
+
+
+@_one_command
 def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, after_convert: bool = True,
           html: str | os.PathLike | None = None, node_data: str | os.PathLike | None = None,
           plugins: Plugins | None = None, **options: Any) -> reports.CheckReport:
@@ -57,48 +75,52 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
     backends = resolve_backends(opts, plugins)
     with _recording(html or node_data), _workspace() as work:
         with timer("load"):
-            as_is, _ = load.as_ort_sees_it(path, work / "as_is", proto=proto, backends=backends)
+            as_is = load.view(path, work / "as_is", proto=proto, backends=backends)
         with timer("partition"):
-            alone, together = analyze(as_is, backends, strict=opts.strict)
-            before, own = {}, {}  # (own: the model as each backend's session alone sees it)
+            alone, together = analyze(as_is.model, backends, strict=opts.strict)
+            before, own, planned = {}, {}, {}  # (own: the model as each backend's session alone sees it)
             for backend, found in zip(backends, alone, strict=True):  # (alone: offered inlined what another keeps)
-                mine = own[backend.name] = load.for_one(as_is, backends, backend, found[0].rejected, lambda one, b=backend: (
-                    load.as_ort_sees_it(path, work / f"as_is.{b.name}", proto=proto, backends=one)[0]))
-                if mine is not as_is:
-                    (found,), _ = analyze(mine, [backend], strict=opts.strict)
-                before[backend.name] = reports.backend_report(backend, *found, model=mine)
+                mine = as_is
+                if load.needs_own_view(as_is, backends, found[0].rejected):
+                    mine = load.view(path, work / f"as_is.{backend.name}", proto=proto, backends=[backend])
+                    (found,), _ = analyze(mine.model, [backend], strict=opts.strict)
+                own[backend.name], planned[backend.name] = mine, found
+                before[backend.name] = reports.backend_report(backend, *found, model=mine.model, whole=mine.whole)
         after, changes, converted = {}, {}, {}
         if after_convert:
             with timer("after_convert"):
                 reference, fixing, const_dir = const_inputs.reference(path, opts)
-
-                def fixed_for(chosen: list[Backend], folder: str) -> tuple[ir.Model, dict[str, list[str]]]:
-                    return load.as_ort_sees_it(reference, work / folder, fixing, None if const_dir else proto,
-                                               backends=chosen)
-
-                fixed, changes = fixed_for(backends, "fixed") if opts.fixes_inputs else (as_is, {})
-                for backend in backends:  # (convert's graph: the backend alone, as above)
-                    mine = converted[backend.name] = own[backend.name] if fixed is as_is else load.for_one(
-                        fixed, backends, backend, None, lambda one, b=backend: fixed_for(one, f"fixed.{b.name}")[0])
-                    after[backend.name] = _after_convert(mine, backend, opts, work)
-                if const_dir is not None:
-                    const_dir.cleanup()
-        dynamic = reports.still_dynamic(reports.dynamic_inputs(as_is), opts.shapes, opts.dims, opts.consts)
+                try:
+                    read = None if const_dir else proto  # (--const: the model with its constants, read anew)
+                    fixed = load.view(reference, work / "fixed", fixing, read, backends) if opts.fixes_inputs else as_is
+                    changes = fixed.changes
+                    for backend in backends:  # (convert's graph: the backend alone, as above)
+                        mine = own[backend.name] if fixed is as_is else fixed
+                        if fixed is not as_is and load.needs_own_view(fixed, backends, None):
+                            mine = load.view(reference, work / f"fixed.{backend.name}", fixing, read, [backend])
+                        converted[backend.name] = mine
+                        after[backend.name] = _after_convert(mine, backend, opts, work,
+                                                             planned[backend.name] if mine is own[backend.name] else None)
+                finally:
+                    if const_dir is not None:
+                        const_dir.cleanup()
+        dynamic = reports.still_dynamic(reports.dynamic_inputs(as_is.model), opts.shapes, opts.dims, opts.consts)
         for backend in backends:
             report = before[backend.name]
             report.suggestions = reports.suggestions(report, after.get(backend.name), dynamic, beside=report)
-            const_hints.attach(as_is, report, after.get(backend.name))
+            const_hints.attach(as_is.model, report, after.get(backend.name))
             if after_convert:  # (each option change computed: as is, or through the model convert writes)
                 report.suggestions += option_hints.better_options(
-                    own[backend.name], backend, report, after.get(backend.name),
-                    lambda variant, m=converted[backend.name]: _after_convert(m, variant, opts, work),
+                    own[backend.name].model, backend, report, after.get(backend.name),
+                    lambda variant, seen=converted[backend.name]: _after_convert(seen, variant, opts, work),
                     strict=opts.strict)
         combined = [reports.combined_report(proposal, backends) for proposal in together]  # (one per platform)
-        result = reports.CheckReport(str(model), len(as_is.graph), before, combined[0] if combined else None, after,
-                                     changes, timer.timings, other_platforms=combined[1:])
+        result = reports.CheckReport(str(model), len(as_is.model.graph), before, combined[0] if combined else None,
+                                     after, changes, timer.timings, other_platforms=combined[1:])
     return _with_html(result, html, node_data)
 
 
+@_one_command
 def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out", *, verify: bool = True,
             seed: int = 0, compile: bool = False, html: str | os.PathLike | None = None,
             node_data: str | os.PathLike | None = None, plugins: Plugins | None = None, **options: Any
@@ -118,28 +140,41 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
     (backend,) = resolve_backends(opts, plugins)
     export.refuse_overwriting(source, export.output_paths(source, backend.name, out_dir).values())
     reference, fixing, const_dir = const_inputs.reference(source, opts)  # (--const: the model with its constants)
+    try:
+        return _convert(source, proto, backend, opts, out_dir, reference, fixing, const_dir is not None, verify=verify,
+                        seed=seed, compile=compile, timer=timer, html=html, node_data=node_data)
+    finally:
+        if const_dir is not None:
+            const_dir.cleanup()
+
+
+def _convert(source: pathlib.Path, proto, backend: Backend, opts: Options, out_dir: pathlib.Path,
+             reference: pathlib.Path, fixing: Options, const: bool, *, verify: bool, seed: int, compile: bool,
+             timer: progress.Timer, html, node_data) -> reports.ConvertReport:
+    """:func:`convert` once its input is validated and its backend known (*reference*: the model verified
+    against, with its ``--const`` inputs made constants when *const*)."""
     with writes.staged(out_dir) as stage:  # (written beside the outputs, moved in as one set when complete)
         paths = export.output_paths(source, backend.name, stage.folder)
         with _recording(html or node_data), _workspace() as work:
             with timer("load"):
-                as_is, _ = load.as_ort_sees_it(source, work / "as_is", proto=proto, backends=[backend])
-                fixed, changes = (load.as_ort_sees_it(reference, work / "fixed", fixing, None if const_dir else proto,
-                                                      backends=[backend])
-                                  if opts.fixes_inputs else (as_is, {}))
+                as_is = load.view(source, work / "as_is", proto=proto, backends=[backend])
+                fixed = load.view(reference, work / "fixed", fixing, None if const else proto,
+                                  backends=[backend]) if opts.fixes_inputs else as_is
             with timer("partition"):
                 before = PartitionPass(backend, Options(strict=opts.strict))
-                before(as_is)
-                before_report = reports.backend_report(backend, before.proposal, before.nodes, model=as_is)
-                dynamic = reports.still_dynamic(reports.dynamic_inputs(as_is), opts.shapes, opts.dims, opts.consts)
-                legalized, planned, rewrites = _legalize_and_partition(fixed, backend, opts)
+                before(as_is.model)
+                before_report = reports.backend_report(backend, before.proposal, before.nodes, model=as_is.model,
+                                                       whole=as_is.whole)
+                dynamic = reports.still_dynamic(reports.dynamic_inputs(as_is.model), opts.shapes, opts.dims,
+                                                opts.consts)
+                conversion = _Conversion.plan(fixed.model, backend, opts)
             stage.create()
             ort_file = export.OrtExport()
             try:
                 with timer("export_onnx"):
-                    fusion, written = fuse_cpu.fuse_and_write(legalized, planned, opts, paths["onnx"], work)
+                    conversion.write(paths["onnx"], work)
                     ort_file.start(paths["onnx"], paths["ort"])  # (on a thread, beside what follows)
-                    written_partition, written_model = written or fuse_cpu.partition_written(
-                        paths["onnx"], backend, work / "written", opts)
+                    written_partition, written_model = conversion.as_loaded()
                 compiled = None
                 if compile:
                     with timer("compile"):
@@ -151,22 +186,20 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
                 ort_file.wait()
             report = reports.backend_report(backend, written_partition.proposal, written_partition.nodes,
                                             written_partition.costs, model=written_model)
-        report.rewrites, report.suggestions = rewrites, reports.suggestions(before_report, report, dynamic)
-        const_hints.attach(as_is, report, before_report)
+        report.rewrites, report.suggestions = conversion.rewrites, reports.suggestions(before_report, report, dynamic)
+        const_hints.attach(as_is.model, report, before_report)
         checked, not_verified = [], None
         if verify:
             with timer("verify"):
                 try:
                     checked = verification.verify(reference, [p for k, p in paths.items() if k != "report"], backend,
-                                                  opts, as_is, seed)
+                                                  opts, as_is.model, seed, proto=None if const else proto)
                 except runtime.InputError as exc:  # the outputs stand; the report says why they were not verified
                     not_verified = exc
-        if const_dir is not None:
-            const_dir.cleanup()
         changed, app_inputs = interface.app_interface(proto, paths["onnx"], opts.consts)
         result = reports.ConvertReport(str(source), backend.name, {k: str(v) for k, v in paths.items()}, report,
-                                       checked, before_report, changes, timer.timings, fusion, compiled=compiled,
-                                       interface=changed, app_inputs=app_inputs)
+                                       checked, before_report, fixed.changes, timer.timings, conversion.fusion,
+                                       compiled=compiled, interface=changed, app_inputs=app_inputs)
         stage.relocate(result, checked, compiled)  # (the report names the files where they end up)
         written = result.as_dict()
         if not_verified is not None:
@@ -178,29 +211,80 @@ def convert(model: str | os.PathLike, ep: str, output: str | os.PathLike = "out"
     return _with_html(result, html, node_data)
 
 
-def _after_convert(model: ir.Model, backend: Backend, options: Options, work: pathlib.Path) -> reports.BackendReport:
-    """What *backend* takes of the model ``convert`` writes: legalized, partitioned, the CPU part fused and the
-    file partitioned again as ORT sees it (the steps of :func:`convert`; the work files beside the weights
-    *model* reads, which they reference, else in *work*).  A model whose every node the backend claims is not written again
-    when no rewrite changed it: it is the graph ORT's basic level already made, which that level leaves as it
-    is, so its partition is the one planned."""
-    legalized, partition, rewrites = _legalize_and_partition(model, backend, options)
-    assert partition.proposal is not None
-    claims_all = sum(len(p.nodes) for p in partition.proposal.partitions) == len(legalized.graph)
-    if claims_all and not rewrites:
-        report = reports.backend_report(backend, partition.proposal, partition.nodes, partition.costs,
-                                        model=legalized)
-        report.rewrites = rewrites
-        return report
-    work = fuse_cpu.weights_folder(model, work)
-    target = work / f"after.{export.file_label(backend.name)}.onnx"
-    _, written = fuse_cpu.fuse_and_write(legalized, partition, options, target, work, by_reference=True)
-    written_partition, written_model = written or fuse_cpu.partition_written(
-        target, backend, work / f"after.{export.file_label(backend.name)}.written", options)
-    report = reports.backend_report(backend, written_partition.proposal, written_partition.nodes,
-                                    written_partition.costs, model=written_model)
-    report.rewrites = rewrites
+def _after_convert(seen: load.View, backend: Backend, options: Options, work: pathlib.Path,
+                   found: Found | None = None) -> reports.BackendReport:
+    """What *backend* takes of the model ``convert`` writes from *seen*: its steps (:class:`_Conversion`), the
+    work files beside the weights *seen* reads, which they reference, else in *work*.  *found*: the backend's
+    partition of *seen* as it is (:func:`analyze`), used again when no rewrite applies.  A model the backend
+    takes whole with no rewrite is not written (:meth:`_Conversion.as_loaded`)."""
+    conversion = _Conversion.plan(seen.model, backend, options, found)
+    if not conversion.unchanged:
+        folder = fuse_cpu.weights_folder(seen.model, work)
+        conversion.write(folder / f"after.{export.file_label(backend.name)}.onnx", folder, by_reference=True)
+    partition, model = conversion.as_loaded()
+    report = reports.backend_report(backend, partition.proposal, partition.nodes, partition.costs, model=model,
+                                    whole=seen.whole if model is seen.model else None)
+    report.rewrites = conversion.rewrites
     return report
+
+
+@dataclasses.dataclass
+class _Conversion:
+    """``convert``'s steps for one backend, for ``convert`` and ``check``'s after-convert alike: :meth:`plan`
+    (legalize, partition), :meth:`write` (fuse the CPU part, write the file), :meth:`as_loaded` (what the
+    backend takes of the written file as ORT loads it)."""
+
+    backend: Backend
+    options: Options
+    model: ir.Model  # (legalized)
+    planned: PartitionPass
+    rewrites: list[dict]
+    fusion: fuse_cpu.CpuFusion | None = None
+    target: pathlib.Path | None = None
+    work: pathlib.Path | None = None
+    loaded: tuple[PartitionPass, ir.Model] | None = None
+
+    @classmethod
+    def plan(cls, model: ir.Model, backend: Backend, options: Options, found: Found | None = None) -> _Conversion:
+        """*model* legalized for *backend* (:func:`_legalize_and_partition`) and partitioned; *found*: the
+        backend's partition of *model* as it is, with the cost model's default limits (:func:`analyze`), which
+        is the plan when no rewrite applies and *options* set no other limits."""
+        defaults = Options()
+        if found is not None and (options.cost_model, options.max_partitions, options.min_nodes) == (
+                defaults.cost_model, defaults.max_partitions, defaults.min_nodes) and not (
+                options.legalize and LegalizePass(backend).has_work(model)):
+            partition = PartitionPass(backend, options)
+            partition.proposal, partition.nodes, partition.costs = found
+            return cls(backend, options, model, partition, [])
+        return cls(backend, options, *_legalize_and_partition(model, backend, options))
+
+    @property
+    def unchanged(self) -> bool:
+        """Whether the backend claims every node with no rewrite: the model is the graph ORT's basic level
+        already made, which that level leaves as it is, so what the backend takes of it written is what was
+        planned (only the order of the nodes may differ: onnxruntime orders them anew when it loads a file)."""
+        assert self.planned.proposal is not None
+        return not self.rewrites and sum(len(p.nodes) for p in self.planned.proposal.partitions) == len(
+            self.model.graph)
+
+    def write(self, target: pathlib.Path, work: pathlib.Path, *, by_reference: bool = False) -> None:
+        """Write *target*, the CPU part fused where that keeps what the backend takes (work files in *work*;
+        *by_reference*: see :func:`mobile_ep.passes.fuse_cpu.fuse_and_write`)."""
+        self.target, self.work = target, work
+        self.fusion, self.loaded = fuse_cpu.fuse_and_write(self.model, self.planned, self.options, target, work,
+                                                           by_reference=by_reference)
+
+    def as_loaded(self) -> tuple[PartitionPass, ir.Model]:
+        """What the backend takes of the written file after the basic optimizations every session applies,
+        and that model; for a model :attr:`unchanged` and not written (``check``), what was planned."""
+        if self.loaded is None:
+            if self.unchanged and self.target is None:
+                self.loaded = self.planned, self.model
+            else:
+                assert self.target is not None and self.work is not None, "write() first"
+                self.loaded = fuse_cpu.partition_written(self.target, self.backend,
+                                                         self.work / f"{self.target.stem}.written", self.options)
+        return self.loaded
 
 
 def _legalize_and_partition(model: ir.Model, backend: Backend, options: Options

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from mobile_ep import sessions
 from mobile_ep.contract.compile import CompileError
 from mobile_ep.errors import ModelError, VerificationError
 
@@ -106,20 +107,23 @@ class Verification:
 
 
 def _session(path: str | os.PathLike):
-    import onnxruntime as ort
+    """A session that runs the model at *path* on onnxruntime's CPU EP (kept while a command asks for the same
+    file again: :func:`mobile_ep.sessions.runnable`)."""
+    return sessions.runnable(path, lambda: _open(path))
 
+
+def _open(path: str | os.PathLike):
     from mobile_ep.export.ort_format import ort_model_source
 
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
+    so = sessions.options()
     try:
         try:  # (the file as it is; only a model onnxruntime refuses is read, in case its IR version is the cause)
-            return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+            return sessions.open_session(path, so)
         except Exception:
             source = ort_model_source(path, so)
             if isinstance(source, str):
                 raise
-            return ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
+            return sessions.open_session(source, so)
     except Exception as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None
@@ -226,6 +230,10 @@ def run(path: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
     partitions (*backends* by name; by default the installed ones)."""
     if is_compiled_model(path):
         return run_compiled(path, feeds, backends=backends)
+    return sessions.outputs(path, feeds, lambda: _run(path, feeds))  # (a file's outputs on these inputs: once)
+
+
+def _run(path: str | os.PathLike, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     import threading
 
     import onnxruntime as ort
@@ -327,14 +335,15 @@ def _compare_steps(name: str, ref: np.ndarray, got: np.ndarray, q: QuantizedOutp
                       max_steps=steps, step=first)
 
 
-def quantized_outputs(path: str | os.PathLike) -> dict[str, QuantizedOutput]:
-    """The graph outputs of the model at *path* that a QuantizeLinear produces, or a DequantizeLinear (possibly
-    through ops that only move data) computes from quantized data, with their constant scales."""
+def quantized_outputs(path: str | os.PathLike, proto: Any = None) -> dict[str, QuantizedOutput]:
+    """The graph outputs of the model at *path* (*proto*: the file as read, if at hand) that a QuantizeLinear
+    produces, or a DequantizeLinear (possibly through ops that only move data) computes from quantized data,
+    with their constant scales."""
     import onnx
     from onnx import numpy_helper
 
     try:
-        proto = onnx.load(str(path), load_external_data=False)
+        proto = proto if proto is not None else onnx.load(str(path), load_external_data=False)
     except Exception:
         return {}
     graph = proto.graph
@@ -366,13 +375,15 @@ def quantized_outputs(path: str | os.PathLike) -> dict[str, QuantizedOutput]:
 
 def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike], *, seed: int = 0,
            dims: Mapping[str, int] | None = None, shapes: Mapping[str, Sequence[int]] | None = None,
-           atol: float = ATOL, rtol: float = RTOL, backends: Mapping[str, Any] | None = None) -> list[Verification]:
-    """Run *original* and each candidate on the same generated inputs and compare every output.
+           atol: float = ATOL, rtol: float = RTOL, backends: Mapping[str, Any] | None = None,
+           proto: Any = None) -> list[Verification]:
+    """Run *original* (*proto*: the file as read, if at hand) and each candidate on the same generated inputs
+    and compare every output.
 
     A compiled-partition candidate runs with its backends' emulators, compared with the larger of the
     given tolerances and those its payloads declare (``rtol``/``atol`` metadata).
     """
-    quantized = quantized_outputs(original)
+    quantized = quantized_outputs(original, proto)
     failure: Exception | None = None
     for feeds, reference in _references(original, seed, dims, shapes):
         results = []
@@ -593,8 +604,6 @@ def run_compiled(path: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
                  backends: Mapping[str, Any] | None = None, steps: Sequence[Step] | None = None) -> dict[str, np.ndarray]:
     """Run a compiled-partition model: onnxruntime for its CPU segments, the backends' emulators for its
     partitions, in the order of :func:`plan_compiled`."""
-    import onnxruntime as ort
-
     proto = _load_proto(path, external=True)
     graph = proto.graph
     steps = list(steps) if steps is not None else plan_compiled(proto, pathlib.Path(path).parent)
@@ -615,10 +624,8 @@ def run_compiled(path: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
         raise ModelError(f"{path}: no value for inputs {missing}")
     for number, step in enumerate(steps):
         if step.kind == "onnx":
-            so = ort.SessionOptions()
-            so.log_severity_level = 3
             try:
-                session = ort.InferenceSession(step.model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+                session = sessions.open_session(step.model.SerializeToString(), sessions.options())
                 values = session.run(step.outputs, {n: env[n] for n in step.inputs})
             except Exception as exc:
                 message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

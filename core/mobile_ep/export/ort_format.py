@@ -28,23 +28,16 @@ def write_ort(onnx_path: str | os.PathLike, ort_path: str | os.PathLike) -> path
     execution provider did not take.  So every node the EP can claim stays a plain ONNX op, and the CPU
     part still gets ORT's fusions.  The NCHWc transformer is disabled as for any non-x86 target.
     """
-    import onnxruntime as ort
+    from mobile_ep import sessions
 
     target = pathlib.Path(ort_path)
     with mir.atomic_path(target, make_parent=False) as tmp:  # (on a thread: its folder may be gone)
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        so.optimized_model_filepath = str(tmp)
-        so.log_severity_level = 3
-        so.add_session_config_entry("session.save_model_format", "ORT")
-        so.add_session_config_entry("optimization.minimal_build_optimizations", "save")
         # Mobile targets are ARM: keep int8 QDQ as is (ORT's converter sets this for --target_platform arm).
-        so.add_session_config_entry("session.qdqisint8allowed", "1")
-        lean_session_options(so)  # only written, never run: same file, less time and memory
+        so = sessions.options(level="all", write=tmp, lean=True, config={  # (only written, never run: lean)
+            "session.save_model_format": "ORT", "optimization.minimal_build_optimizations": "save",
+            "session.qdqisint8allowed": "1"})
         try:
-            ort.InferenceSession(
-                str(onnx_path), so, providers=["CPUExecutionProvider"], disabled_optimizers=["NchwcTransformer"]
-            )
+            sessions.open_session(onnx_path, so, disabled_optimizers=["NchwcTransformer"])
         except Exception as exc:
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ModelError(f"onnxruntime could not convert {onnx_path} to ORT format: {message}") from None

@@ -22,16 +22,17 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import onnx
+import onnx_ir as ir
 
-from mobile_ep import model_io
+from mobile_ep import model_io, sessions
 from mobile_ep.errors import ModelError
-from mobile_ep.export.ort_format import lean_session_options, model_bytes, ort_model_source
+from mobile_ep.export.ort_format import model_bytes, ort_model_source
 from mobile_ep.passes import function_ops
 
 if TYPE_CHECKING:
     from mobile_ep.contract import Backend
 
-__all__ = ["ort_optimized", "ort_optimized_keeping", "OPTIMIZED_DATA", "OPTIMIZED_EXTERNAL_MIN_BYTES", "INSERTED_CAST_PREFIX"]
+__all__ = ["ort_optimized", "ort_optimized_keeping", "load_optimized", "OPTIMIZED_DATA", "OPTIMIZED_EXTERNAL_MIN_BYTES", "INSERTED_CAST_PREFIX"]
 
 #: Initializers of at least this size go to the optimized model's external data file: the ``.onnx`` stays
 #: small (parsed in a few ms), the weights are memory-mapped when, and only when, something reads them.
@@ -71,62 +72,65 @@ def ort_optimized_keeping(path: str | os.PathLike, out_dir: str | os.PathLike, *
         proto = model_io.read_proto(path)
     out_dir = pathlib.Path(out_dir)
     so, out = _session_options(out_dir, level)
+    read = functools.cache(lambda: proto if proto is not None else onnx.load(str(path), load_external_data=False))
     source = str(path) if proto is None else ort_model_source(path, so, proto)
     try:
         try:
-            _optimize(source, so)
+            out = _optimize(source, so, out, level, read, pathlib.Path(path).parent)
         except Exception:
             if proto is not None:
                 raise
             source = ort_model_source(path, so)  # (read only when onnxruntime refuses the file: its IR version?)
             if isinstance(source, str):
                 raise
-            _optimize(source, so)
+            out = _optimize(source, so, out, level, read, pathlib.Path(path).parent)
     except Exception as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None
-    read = functools.cache(lambda: proto if proto is not None else onnx.load(str(path), load_external_data=False))
-    _without_inserted_casts(out, read)
     if not backends:
         return out, function_ops.Whole()
-    return out, function_ops.keep_claimed(pathlib.Path(path), read(), out, backends,
-                                          lambda model, folder, where: _optimized_proto(model, folder, where, level))
+    return function_ops.keep_claimed(pathlib.Path(path), read(), out, out_dir, backends,
+                                     lambda model, folder, where: _optimized_proto(model, folder, where, level))
+
+
+#: What the guard of :func:`mobile_ep.model_io.read_proto` normalizes, as it appears in a file: the domain
+#: ``ai.onnx`` spelled out, a dim of -1 (``dim_value``: field 1, varint).
+_NORMALIZED = (b"ai.onnx", b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01")
+
+
+def load_optimized(path: str | os.PathLike) -> ir.Model:
+    """The IR of a file :func:`ort_optimized` wrote (the model of a file already read and guarded, as
+    onnxruntime optimized it): read without the guard again, unless it holds a spelling the guard normalizes
+    (then as :func:`mobile_ep.model_io.load` reads any file)."""
+    path = pathlib.Path(path)
+    data = path.read_bytes()  # (the graph: weights of 1 KB and more are in the data file)
+    if any(spelling in data for spelling in _NORMALIZED):
+        return model_io.load(path, check=False)
+    return model_io.from_proto(onnx.ModelProto.FromString(data), base_dir=path.parent, label=str(path))
 
 
 def _session_options(out_dir: pathlib.Path, level: str):
     """Options of a session that writes the model optimized at *level* to ``optimized.onnx`` in *out_dir*."""
-    import onnxruntime as ort
-
-    levels = {
-        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    }
     out = out_dir / "optimized.onnx"
-    so = ort.SessionOptions()
-    so.graph_optimization_level = levels[level]
-    so.optimized_model_filepath = str(out)
-    so.log_severity_level = 4  # errors come back as exceptions: keep stderr to our one line
-    so.add_session_config_entry("session.optimized_model_external_initializers_file_name", OPTIMIZED_DATA)
-    so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes",
-                                str(OPTIMIZED_EXTERNAL_MIN_BYTES))
-    return lean_session_options(so), out
+    so = sessions.options(level=level, log=4, write=out, lean=True, config={  # (errors come back as exceptions)
+        "session.optimized_model_external_initializers_file_name": OPTIMIZED_DATA,
+        "session.optimized_model_external_initializers_min_size_in_bytes": str(OPTIMIZED_EXTERNAL_MIN_BYTES)})
+    return so, out
 
 
-def _optimize(source: str | bytes, so) -> None:
-    import onnxruntime as ort
-
-    ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
+def _optimize(source: str | bytes, so, out: pathlib.Path, level: str, original: Callable[[], onnx.ModelProto],
+              folder: pathlib.Path) -> pathlib.Path:
+    """*source* (external data in *folder*) optimized at *level* into *out*, its float16 nodes unwrapped; the
+    file holding it (*out*, or the one made earlier in the command: :func:`mobile_ep.sessions.write_optimized`)."""
+    return sessions.write_optimized(source, so, out, key=("optimized", level), folder=folder,
+                                    finish=lambda: _without_inserted_casts(out, original))
 
 
 def _optimized_proto(model: onnx.ModelProto, folder: pathlib.Path, out_dir: pathlib.Path, level: str) -> pathlib.Path:
     """Optimize *model*, its external data in *folder* (its IR version lowered if onnxruntime reads only older
     ones); returns the written file, its float16 nodes unwrapped."""
     so, out = _session_options(out_dir, level)
-    _optimize(model_bytes(model, folder, so), so)
-    _without_inserted_casts(out, lambda: model)
-    return out
+    return _optimize(model_bytes(model, folder, so), so, out, level, lambda: model, folder)
 
 
 def _without_inserted_casts(path: pathlib.Path, original: Callable[[], onnx.ModelProto]) -> None:
@@ -137,7 +141,8 @@ def _without_inserted_casts(path: pathlib.Path, original: Callable[[], onnx.Mode
     proto = onnx.load(str(path), load_external_data=False)
     if any(node.name.startswith(INSERTED_CAST_PREFIX) for node in proto.graph.node) and _unwrap_float16(proto,
                                                                                                       original):
-        onnx.save(proto, str(path))
+        with model_io.atomic_path(path) as tmp:  # (replaced, not rewritten: the file may be linked elsewhere)
+            onnx.save(proto, str(tmp))
 
 
 def _float32_values(proto: onnx.ModelProto) -> set[str] | None:

@@ -20,7 +20,7 @@ import collections
 import dataclasses
 import os
 import pathlib
-import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -64,38 +64,31 @@ class Whole:
     refused: dict[str, tuple[str, str, dict[str, str]]] = dataclasses.field(default_factory=dict)
 
 
-def keep_claimed(source: pathlib.Path, proto: onnx.ModelProto, optimized: pathlib.Path,
-                 backends: Sequence[Backend], optimize: Optimize) -> Whole:
-    """Give back, in the basic-level model at *optimized* (rewritten in place with its data file), the function
-    nodes of *proto* (the file at *source*) that onnxruntime inlined and one of *backends* takes whole."""
+def keep_claimed(source: pathlib.Path, proto: onnx.ModelProto, optimized: pathlib.Path, out_dir: pathlib.Path,
+                 backends: Sequence[Backend], optimize: Optimize) -> tuple[pathlib.Path, Whole]:
+    """The basic-level model at *optimized* with the function nodes of *proto* (the file at *source*) that
+    onnxruntime inlined and one of *backends* takes whole given back: the file holding it (*optimized*, left as
+    it is, when none is; else a file written in *out_dir*), and what was kept whole."""
     candidates = function_nodes(proto)
     if not candidates:
-        return Whole()
+        return optimized, Whole()
     written = onnx.load(str(optimized), load_external_data=False)
     producer = {o: n.op_type for n in written.graph.node for o in n.output}
     candidates = [i for i in candidates if _inlined(proto.graph.node[i], producer)]
     if not candidates:  # (the CPU has kernels for them, or they were folded into constants)
-        return Whole()
-    work = optimized.parent / "whole"
-    try:
-        typed = _typed(proto, written)
-        candidates = [i for i in candidates if all(o in typed for o in proto.graph.node[i].output if o)]
-        spliced = _optimized_around(source, proto, candidates, typed, work, optimize)
-        if spliced is None:
-            return Whole()
-        claimed, refused = _claimed(spliced, [proto.graph.node[i].output[0] for i in candidates], backends)
-        kept = [i for i in candidates if proto.graph.node[i].output[0] in claimed]
-        if kept and kept != candidates:
-            spliced = _optimized_around(source, proto, kept, typed, work, optimize)
-        if not kept or spliced is None:
-            return Whole(refused=refused)
-        for name in (optimized.name, f"{optimized.name}.data"):
-            (optimized.parent / name).unlink(missing_ok=True)
-        for path in work.iterdir():
-            os.replace(path, optimized.parent / path.name)
-        return Whole([proto.graph.node[i].output[0] for i in kept], refused)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        return optimized, Whole()
+    typed = _typed(proto, written)
+    candidates = [i for i in candidates if all(o in typed for o in proto.graph.node[i].output if o)]
+    spliced = _optimized_around(source, proto, candidates, typed, out_dir / "whole", optimize)
+    if spliced is None:
+        return optimized, Whole()
+    claimed, refused = _claimed(spliced, [proto.graph.node[i].output[0] for i in candidates], backends)
+    kept = [i for i in candidates if proto.graph.node[i].output[0] in claimed]
+    if kept and kept != candidates:
+        spliced = _optimized_around(source, proto, kept, typed, out_dir / "whole.kept", optimize)
+    if not kept or spliced is None:
+        return optimized, Whole(refused=refused)
+    return spliced, Whole([proto.graph.node[i].output[0] for i in kept], refused)
 
 
 def _inlined(node: onnx.NodeProto, producer: dict[str, str]) -> bool:
@@ -148,10 +141,9 @@ def _optimized_around(source: pathlib.Path, proto: onnx.ModelProto, nodes: list[
         del graph.node[i]
     graph.input.extend(new_inputs)
     graph.output.extend(onnx.ValueInfoProto(name=name) for name in extra_outputs)
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    work.mkdir(parents=True, exist_ok=True)
     try:
-        written = optimize(cut, source.parent, work)
+        written = optimize(cut, source.parent, work)  # (a view that may serve another call: not changed here)
     except Exception:
         return None
     result = onnx.load(str(written), load_external_data=False)
@@ -170,8 +162,10 @@ def _optimized_around(source: pathlib.Path, proto: onnx.ModelProto, nodes: list[
     del graph.node[:]
     graph.node.extend(ordered)
     graph.value_info.extend(_as_onnxruntime_types(result, taken, proto, typed))
-    onnx.save(result, str(written))
-    return written
+    fd, spliced = tempfile.mkstemp(prefix="whole.", suffix=".onnx", dir=written.parent)  # (beside its weights)
+    os.close(fd)
+    onnx.save(result, spliced)
+    return pathlib.Path(spliced)
 
 
 def _as_onnxruntime_types(model: onnx.ModelProto, nodes: list[onnx.NodeProto], original: onnx.ModelProto,

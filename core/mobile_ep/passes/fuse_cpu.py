@@ -17,8 +17,8 @@ import re
 import onnx_ir as ir
 
 from mobile_ep import model_io as mir
+from mobile_ep import sessions
 from mobile_ep.contract import Backend
-from mobile_ep.export import ort_format
 from mobile_ep.options import Options
 from mobile_ep.passes import fold_constants
 from mobile_ep.passes.partition import PartitionPass
@@ -37,8 +37,8 @@ def partition_written(path: pathlib.Path, backend: Backend, work: pathlib.Path, 
     its partitions judged as *strict* (the run's :class:`Options`, or only whether a backend's failure is an
     error) asks: the cost model, ``max_partitions``, ``min_nodes``."""
     work.mkdir(parents=True, exist_ok=True)
-    model = mir.load(fold_constants.ort_optimized(path, work, inspected=True, backends=[backend]),  # (our own file)
-                     check=False)
+    model = fold_constants.load_optimized(fold_constants.ort_optimized(path, work, inspected=True,  # (our own file)
+                                                                       backends=[backend]))
     partition = PartitionPass(backend, strict if isinstance(strict, Options) else Options(strict=strict))
     partition(model)
     return partition, model
@@ -166,7 +166,6 @@ def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str |
     """
     import onnx
     import onnx.utils
-    import onnxruntime as ort
 
     # Weights stay in their files (external data beside *onnx_path*, which is in *workdir*, where the cut-out
     # region is written): only the graph is read.
@@ -198,16 +197,11 @@ def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str |
     stem = pathlib.Path(out_path).stem
     sub_path, opt_path = work / f"{stem}.cpu_region.onnx", work / f"{stem}.cpu_region.opt.onnx"
     onnx.save(sub, str(sub_path))
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.optimized_model_filepath = str(opt_path)
-    so.log_severity_level = 3
-    so.add_session_config_entry("session.optimized_model_external_initializers_file_name", opt_path.name + ".data")
-    so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1048576")
-    ort_format.lean_session_options(so)
+    so = sessions.options(level="all", write=opt_path, lean=True, config={
+        "session.optimized_model_external_initializers_file_name": opt_path.name + ".data",
+        "session.optimized_model_external_initializers_min_size_in_bytes": "1048576"})
     try:
-        ort.InferenceSession(str(sub_path), so, providers=["CPUExecutionProvider"],
-                             disabled_optimizers=["NchwcTransformer"])
+        sessions.open_session(sub_path, so, disabled_optimizers=["NchwcTransformer"])
     except Exception:
         return None
     fused = onnx.load(str(opt_path), load_external_data=False)

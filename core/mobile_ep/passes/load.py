@@ -8,9 +8,10 @@ runs onnxruntime's basic level (:mod:`mobile_ep.passes.fold_constants`).  The us
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 import onnx_ir as ir
@@ -20,14 +21,15 @@ from mobile_ep.errors import ModelError
 from mobile_ep.options import Options
 from mobile_ep.passes import const_inputs, fold_constants
 from mobile_ep.passes.fix_shapes import FixShapesPass
+from mobile_ep.passes.function_ops import Whole
 
 if TYPE_CHECKING:
     from onnx import ModelProto
 
     from mobile_ep.contract import Backend
-    from mobile_ep.passes.function_ops import Whole
 
-__all__ = ["validate", "as_ort_sees_it", "load_for_analysis", "for_one", "KEPT_WHOLE", "REFUSED_WHOLE"]
+__all__ = ["validate", "View", "view", "needs_own_view", "as_ort_sees_it", "load_for_analysis", "KEPT_WHOLE",
+           "REFUSED_WHOLE"]
 
 #: The key of a loaded model's ``meta`` that lists the function nodes kept whole for the backends (their
 #: first outputs' names).
@@ -43,22 +45,29 @@ def validate(path: str | os.PathLike) -> ModelProto:
     return model_io.validate(path)
 
 
-def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Options | None = None,
-                   proto: ModelProto | None = None, backends: Sequence[Backend] = ()
-                   ) -> tuple[ir.Model, dict[str, list[str]]]:
+@dataclasses.dataclass
+class View:
+    """The model as an onnxruntime session sees it (:func:`view`): the IR model, the input-shape changes made
+    (input name -> [old, new]) and what was decided about its function nodes (kept whole for a backend, or
+    refused whole with a rule's reason: :class:`mobile_ep.passes.function_ops.Whole`)."""
+
+    model: ir.Model
+    changes: dict[str, list[str]]
+    whole: Whole
+
+
+def view(path: str | os.PathLike, work: str | os.PathLike, options: Options | None = None,
+         proto: ModelProto | None = None, backends: Sequence[Backend] = ()) -> View:
     """The model at *path*, with its input shapes fixed as *options* ask, after onnxruntime's basic-level
-    optimizations; and the shape changes made (input name -> [old, new]).  *proto*: the file as
-    :func:`validate` read it (else it is read again).  *backends*: the EPs of the session, in priority order:
-    the ONNX function nodes one of them takes are kept whole (:mod:`mobile_ep.passes.function_ops`); the
-    model's ``meta[KEPT_WHOLE]`` lists them (by first output), ``meta[REFUSED_WHOLE]`` those refused whole by
-    a rule, with its reason.
+    optimizations.  *proto*: the file as :func:`validate` read it (else it is read again).  *backends*: the EPs
+    of the session, in priority order: the ONNX function nodes one of them takes are kept whole
+    (:mod:`mobile_ep.passes.function_ops`).
 
     Files are written into *work*, which must outlive the model (large weights stay memory-mapped there).
     """
     source = pathlib.Path(path)
     work = pathlib.Path(work)
     work.mkdir(parents=True, exist_ok=True)
-    changes: dict[str, list[str]] = {}
     if options is not None and options.fixes_shapes:
         fix = FixShapesPass(options.shapes, options.dims)
         try:
@@ -70,33 +79,37 @@ def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Op
         if result.modified:
             fixed = model_io.save(result.model, work / "fixed.onnx", external_data="fixed.onnx.data")
             try:  # the fixed model is what onnxruntime loads: a model it refuses is never passed on
-                optimized = fold_constants.ort_optimized_keeping(fixed, work, inspected=True,  # (our own file)
-                                                                 backends=backends)
+                optimized, whole = fold_constants.ort_optimized_keeping(fixed, work, inspected=True,  # (our own file)
+                                                                        backends=backends)
             except ModelError as exc:
                 message = str(exc).replace(f"{fixed}: ", "", 1).replace(str(fixed), "the fixed model")
                 raise ModelError(f"{source}: fixing input shapes ({_asked(options)}): {message} (the model itself, "
                                  f"with only these dims fixed){const_inputs.branch_hint(result.model.graph)}") from None
-            return _loaded(*optimized), changes
-    return _loaded(*fold_constants.ort_optimized_keeping(source, work, proto=proto, backends=backends)), changes
+            return View(fold_constants.load_optimized(optimized), changes, whole)
+    else:
+        changes = {}
+    optimized, whole = fold_constants.ort_optimized_keeping(source, work, proto=proto, backends=backends)
+    return View(fold_constants.load_optimized(optimized), changes, whole)
 
 
-def _loaded(path: pathlib.Path, whole: Whole) -> ir.Model:
-    model = model_io.load(path, check=False)
-    model.meta[KEPT_WHOLE] = whole.kept
-    model.meta[REFUSED_WHOLE] = whole.refused
-    return model
+def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Options | None = None,
+                   proto: ModelProto | None = None, backends: Sequence[Backend] = ()
+                   ) -> tuple[ir.Model, dict[str, list[str]]]:
+    """:func:`view`'s model and shape changes; the model's ``meta[KEPT_WHOLE]`` lists the function nodes kept
+    whole (by first output), ``meta[REFUSED_WHOLE]`` those refused whole by a rule, with its reason."""
+    seen = view(path, work, options, proto, backends)
+    seen.model.meta[KEPT_WHOLE] = seen.whole.kept
+    seen.model.meta[REFUSED_WHOLE] = seen.whole.refused
+    return seen.model, seen.changes
 
 
-def for_one(model: ir.Model, backends: Sequence[Backend], backend: Backend, rejected: Collection[ir.Node] | None,
-            again: Callable[[list[Backend]], ir.Model]) -> ir.Model:
-    """*model*, loaded for all *backends*, as *backend*'s own session sees it: loaded *again* for it alone when
-    *model* keeps whole a function node for another backend (one of *rejected*, the nodes *backend* does not
-    take, when known): alone, its session would have inlined that node."""
-    kept = set(model.meta.get(KEPT_WHOLE, ()))
-    if len(backends) < 2 or not kept or (
-            rejected is not None and not any(n.outputs and n.outputs[0].name in kept for n in rejected)):
-        return model
-    return again([backend])
+def needs_own_view(seen: View, backends: Sequence[Backend], rejected: Collection[ir.Node] | None) -> bool:
+    """Whether a backend's own session (the backend alone) sees another model than *seen*, loaded for all
+    *backends*: when *seen* keeps whole a function node for another backend (one of *rejected*, the nodes the
+    backend does not take, when known), which alone its session would have inlined."""
+    kept = set(seen.whole.kept)
+    return len(backends) > 1 and bool(kept) and (
+        rejected is None or any(n.outputs and n.outputs[0].name in kept for n in rejected))
 
 
 def _asked(options: Options) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import Sequence
+from typing import Any
 
 import onnx_ir as ir
 
@@ -30,11 +31,11 @@ def _named_shapes(options: Options, model: ir.Model) -> dict[str, Sequence[int]]
 
 
 def verify(source: pathlib.Path, candidates: Sequence[pathlib.Path], backend: Backend, options: Options,
-           model: ir.Model, seed: int = 0) -> list[runtime.Verification]:
+           model: ir.Model, seed: int = 0, *, proto: Any = None) -> list[runtime.Verification]:
     """Each candidate against *source* on the same generated inputs (shaped as *options* fix them; *model*:
-    the source as loaded, for the name of its only input)."""
+    the source as loaded, for the name of its only input; *proto*: the file as validated, if at hand)."""
     return runtime.verify(source, candidates, backends={backend.name: backend}, seed=seed, dims=options.dims,
-                          shapes=_named_shapes(options, model))
+                          shapes=_named_shapes(options, model), proto=proto)
 
 
 def raise_on_mismatch(verification: Sequence[runtime.Verification], report_path: pathlib.Path | str) -> None:

@@ -17,6 +17,7 @@ from mobile_ep.contract import Backend, op_label
 from mobile_ep.partitioning.cost import PartitionCost
 from mobile_ep.partitioning.platforms import platform_of
 from mobile_ep.partitioning.propose import BackendProposal, Proposal
+from mobile_ep.passes.function_ops import Whole
 from mobile_ep.passes.load import REFUSED_WHOLE
 from mobile_ep.reports import nodegraph
 
@@ -244,8 +245,10 @@ def name_formulas(text: str) -> str:
 
 
 def backend_report(backend: Backend, proposal: BackendProposal, nodes: Sequence[ir.Node],
-                   costs: Sequence[PartitionCost] | None = None, model: ir.Model | None = None) -> BackendReport:
-    """The report of one backend's proposal on *model* (whose graph is attached while recording for HTML)."""
+                   costs: Sequence[PartitionCost] | None = None, model: ir.Model | None = None,
+                   whole: Whole | None = None) -> BackendReport:
+    """The report of one backend's proposal on *model* (whose graph is attached while recording for HTML);
+    *whole*: what was decided about its function nodes (:class:`mobile_ep.passes.load.View`), when it was."""
     partitions = []
     for i, p in enumerate(proposal.partitions):
         ops: dict[str, int] = {}
@@ -267,7 +270,7 @@ def backend_report(backend: Backend, proposal: BackendProposal, nodes: Sequence[
     report.platform = platform_of(backend)
     if model is not None:
         nodegraph.attach(report, model)
-        refused = model.meta.get(REFUSED_WHOLE, {})
+        refused = whole.refused if whole is not None else model.meta.get(REFUSED_WHOLE, {})
         report.inlined = [NodeReason(name, op, reasons[backend.name]) for name, op, reasons in refused.values()
                           if backend.name in reasons]
     return report

@@ -1,0 +1,218 @@
+"""The onnxruntime sessions of mobile-ep: every ``InferenceSession`` is built here (:func:`options`,
+:func:`open_session`), and, for the length of one command, each view made of a model is kept, so that no step
+opens a session another step already opened.
+
+A view is what a session tells about a model: the model it writes optimized at a level (:func:`write_optimized`:
+the basic level every session applies before an execution provider is asked), a session ready to run it
+(:func:`runnable`: its inputs' signature, the reference outputs), its outputs for given inputs
+(:func:`outputs`).  Inside :func:`command` (``check`` and ``convert`` each run in one) a view is made once:
+asked again for the same file unchanged, or for a file of the same bytes in the same folder (two backends'
+after-convert models that came out the same), or for the same serialized model, the owner gives back what it
+made -- the file written then, which nobody changes (a step that changes a view writes another file).  Outside
+a command nothing is kept.
+
+:func:`created` counts the sessions this process has built (a diagnostic: ``tests/test_sessions.py`` holds each
+command to a budget of sessions).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import filecmp
+import hashlib
+import os
+import pathlib
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+__all__ = ["created", "options", "open_session", "command", "write_optimized", "runnable", "outputs"]
+
+_lock = threading.Lock()
+_created = 0
+
+#: onnxruntime's optimization levels by the names mobile-ep uses.
+LEVELS = ("disable", "basic", "extended", "all")
+
+
+def created() -> int:
+    """How many onnxruntime sessions this process has built through the owner."""
+    return _created
+
+
+def options(*, level: str | None = None, log: int = 3, lean: bool = False, write: str | os.PathLike | None = None,
+            config: Mapping[str, str] | None = None):
+    """A ``SessionOptions``: optimization *level* (one of :data:`LEVELS`; onnxruntime's default, all, if None),
+    log severity *log* (4: errors only come back as exceptions), *write*: the file the optimized model is
+    written to, *config*: session config entries; *lean* for a session made only to write a model, never run
+    (:func:`mobile_ep.export.ort_format.lean_session_options`: one thread, no arena, no pre-packing)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    if level is not None:
+        so.graph_optimization_level = {
+            "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+        }[level]
+    so.log_severity_level = log
+    if write is not None:
+        so.optimized_model_filepath = str(write)
+    for key, value in (config or {}).items():
+        so.add_session_config_entry(key, value)
+    if lean:
+        from mobile_ep.export.ort_format import lean_session_options
+
+        lean_session_options(so)
+    return so
+
+
+def open_session(source: str | os.PathLike | bytes, so, *, providers: Sequence[Any] = ("CPUExecutionProvider",),
+                 disabled_optimizers: Sequence[str] | None = None):
+    """A new ``onnxruntime.InferenceSession`` of *source* (a path or a serialized model) with options *so*."""
+    global _created
+    import onnxruntime as ort
+
+    with _lock:
+        _created += 1
+    extra = {"disabled_optimizers": list(disabled_optimizers)} if disabled_optimizers else {}
+    return ort.InferenceSession(source if isinstance(source, bytes) else str(source), so, providers=list(providers),
+                                **extra)
+
+
+# --------------------------------------------------------------------------------------------------
+# The views of one command
+# --------------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class _Written:
+    """An optimized model written for a source: what identifies the source, the file written (its path and
+    stamp) and the files beside it."""
+
+    key: tuple
+    folder: str
+    size: int
+    source: pathlib.Path | None  # (a file: compared byte for byte with another file of the same size)
+    stamp: Any  # (a file's path, size, mtime and inode; a serialized model's digest)
+    model: pathlib.Path
+    written: tuple
+
+
+class _Views:
+    def __init__(self) -> None:
+        self.written: list[_Written] = []
+        self.session: tuple[tuple, Any] | None = None  # (the last runnable session: one at a time, for memory)
+        self.outputs: dict[tuple, dict] = {}
+
+
+_local = threading.local()  # (a command's views are its thread's: batch runs commands on threads)
+
+
+def _current() -> _Views | None:
+    return getattr(_local, "views", None)
+
+
+@contextlib.contextmanager
+def command() -> Iterator[None]:
+    """Keep the views made inside (nested: those of the outermost command) until it ends."""
+    if _current() is not None:
+        yield
+        return
+    _local.views = _Views()
+    try:
+        yield
+    finally:
+        _local.views = None
+
+
+def _stamp(path: pathlib.Path) -> tuple:
+    st = path.stat()
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _same(entry: _Written, key: tuple, folder: str, size: int, source: pathlib.Path | None, stamp: Any) -> bool:
+    if (entry.key, entry.folder, entry.size) != (key, folder, size) or (entry.source is None) != (source is None):
+        return False
+    try:
+        if _stamp(entry.model) != entry.written:  # (the view's file was removed or replaced since)
+            return False
+        if entry.stamp == stamp or entry.source is None or source is None:
+            return entry.stamp == stamp
+        # another file: the same bytes (and the first file unchanged since)
+        return _stamp(entry.source) == entry.stamp and filecmp.cmp(entry.source, source, shallow=False)
+    except OSError:
+        return False
+
+
+def write_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path, *, key: tuple,
+                    folder: str | os.PathLike | None = None, disabled_optimizers: Sequence[str] | None = None,
+                    finish: Callable[[], None] | None = None) -> pathlib.Path:
+    """Have a session of *source* (a path, or a serialized model whose external data is in *folder*) write to
+    *out* the optimized model *so* asks for; *finish* then runs on it.  Returns the file that holds the view:
+    *out*, or, within a command, the file written for the same source (the same file unchanged, or the same
+    bytes in the same folder) with the same *key* (what makes the view: the level, the format ...), which must
+    not be changed (a step that changes a view writes another file)."""
+    views = _current()
+    if views is None:
+        open_session(source, so, disabled_optimizers=disabled_optimizers)
+        if finish is not None:
+            finish()
+        return out
+    if isinstance(source, bytes):
+        where, size, path, stamp = str(pathlib.Path(folder or ".").resolve()), len(source), None, \
+            hashlib.sha256(source).hexdigest()
+    else:
+        path = pathlib.Path(source)
+        stamp = _stamp(path)
+        where, size = str(path.parent.resolve()), stamp[1]
+    found = next((e for e in views.written if _same(e, key, where, size, path, stamp)), None)
+    if found is not None:
+        return found.model
+    open_session(source, so, disabled_optimizers=disabled_optimizers)
+    if finish is not None:
+        finish()
+    views.written.append(_Written(key, where, size, path, stamp, out, _stamp(out)))
+    return out
+
+
+def runnable(path: str | os.PathLike, make: Callable[[], Any]) -> Any:
+    """The session *make* builds to run the model at *path*; within a command the last one is kept, and asked
+    again for the same file, given back (one at a time: a model's weights are held once)."""
+    views = _current()
+    if views is None:
+        return make()
+    stamp = _stamp(pathlib.Path(path))
+    if views.session is not None and views.session[0] == stamp:
+        return views.session[1]
+    views.session = None  # (the last one released before the next is built)
+    session = make()
+    views.session = (stamp, session)
+    return session
+
+
+def outputs(path: str | os.PathLike, feeds: Mapping[str, Any], run: Callable[[], dict]) -> dict:
+    """The outputs of the model at *path* on *feeds* (*run* computes them); within a command each file's outputs
+    for the same inputs are computed once."""
+    views = _current()
+    if views is None:
+        return run()
+    key = (_stamp(pathlib.Path(path)), _feeds_digest(feeds))
+    if key not in views.outputs:
+        views.outputs[key] = run()
+    return dict(views.outputs[key])
+
+
+def _feeds_digest(feeds: Mapping[str, Any]) -> str:
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for name in sorted(feeds):
+        value = feeds[name]
+        digest.update(name.encode() + b"\0")
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            array = np.asarray(item)
+            digest.update(f"{array.dtype}{array.shape}{isinstance(value, list)}".encode())
+            digest.update(array.tobytes() if array.dtype != object else repr(array.tolist()).encode())
+    return digest.hexdigest()
