@@ -75,18 +75,32 @@ def _signature(value: ir.Value) -> Signature:
     return Signature(value.name or "", _dtype(value), _dims(value))
 
 
-def signature(model: ir.Model) -> tuple[list[Signature], list[Signature]]:
-    """The graph inputs (initializers aside) and outputs of *model*."""
+def signature(model: ir.Model | tuple[list[Signature], list[Signature]]) -> tuple[list[Signature], list[Signature]]:
+    """The graph inputs (initializers aside) and outputs of *model* (returned as they are when already read)."""
+    if isinstance(model, tuple):
+        return model
     graph = model.graph
     return [_signature(v) for v in graph.inputs if not v.is_initializer()], [_signature(v) for v in graph.outputs]
 
 
-def _load(model: object) -> ir.Model:
+def _load(model: object) -> ir.Model | tuple[list[Signature], list[Signature]]:
+    """*model* as signature() reads it: a model, a path, or a ModelProto as the pipeline read it (of which only
+    the graph's inputs and outputs are read: its nodes may hold what onnx_ir cannot read, e.g. a Constant's
+    sparse value, which onnxruntime folds)."""
     if isinstance(model, ir.Model):
         return model
     if isinstance(model, (str, os.PathLike)):
         return mir.load(model, shapes=False, check=False)
-    return ir.serde.deserialize_model(model)  # a ModelProto, as the pipeline read it
+    graph = model.graph  # type: ignore[attr-defined]
+    weights = {t.name for t in graph.initializer}
+
+    def read(value) -> Signature:
+        try:
+            return _signature(ir.serde.deserialize_value_info_proto(value, None))
+        except Exception:  # (a type onnx_ir does not read, e.g. ZipMap's sequence of maps)
+            return Signature(value.name, "?", None)
+
+    return [read(v) for v in graph.input if v.name not in weights], [read(v) for v in graph.output]
 
 
 def interface_changes(original: object, written: object,
