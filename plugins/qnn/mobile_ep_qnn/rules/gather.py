@@ -4,21 +4,32 @@
 from __future__ import annotations
 
 from ._base import INTS, SUPPORTED, QnnRule, Support, attr
-from .reshape import ANY_DATA
+from .reshape import MOVED_DATA
 
 
 class Gather(QnnRule):
-    op_types = ("Gather", "GatherElements")
-    input_types = {0: ANY_DATA, 1: INTS}
+    op_types = ("Gather",)
+    input_types = {0: MOVED_DATA, 1: INTS}
 
     def check(self, unit, ctx):
         """int32 or int64 indices (negative ones when constant)."""
         return SUPPORTED
 
 
+class GatherElements(QnnRule):
+    op_types = ("GatherElements",)
+    input_types = {0: MOVED_DATA, 1: INTS}
+    #: The HTP refuses GatherElements of rank 5.
+    max_rank = 4
+
+    def check(self, unit, ctx):
+        """int32 or int64 indices; rank 4 at most."""
+        return SUPPORTED
+
+
 class GatherND(QnnRule):
     op_types = ("GatherND",)
-    input_types = {0: ANY_DATA, 1: INTS}
+    input_types = {0: MOVED_DATA, 1: INTS}
 
     def check(self, unit, ctx):
         """batch_dims=0."""
@@ -29,7 +40,7 @@ class GatherND(QnnRule):
 
 class ScatterElements(QnnRule):
     op_types = ("ScatterElements",)
-    input_types = {0: ANY_DATA, 1: INTS}
+    input_types = {0: MOVED_DATA, 1: INTS}
 
     def check(self, unit, ctx):
         """No reduction."""
@@ -41,7 +52,7 @@ class ScatterElements(QnnRule):
 
 class ScatterND(QnnRule):
     op_types = ("ScatterND",)
-    input_types = {0: ANY_DATA, 1: INTS}
+    input_types = {0: MOVED_DATA, 1: INTS}
 
     def check(self, unit, ctx):
         """No reduction, add or mul."""
