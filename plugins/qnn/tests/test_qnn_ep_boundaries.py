@@ -154,7 +154,10 @@ CASES = [
     ("tile_float_rank5", lambda: _with("Tile", "f32", R5, [const("r", [2, 1, 1, 1, 1], np.int64)]), True),
     ("reshape_uint8", lambda: _with("Reshape", "u8", R2, [const("s", [12], np.int64)]), True),
     ("reshape_int8", lambda: _with("Reshape", "i8", R2, [const("s", [12], np.int64)]), False),
-    ("gatherelements_rank5", lambda: _with("GatherElements", "f32", R5, [const("i", np.zeros(R5), np.int64)]), False),
+    ("gatherelements_rank5_axis0", lambda: _with("GatherElements", "f32", R5, [const("i", np.zeros(R5), np.int64)]),
+     False),
+    ("gatherelements_rank5_axis1", lambda: _with("GatherElements", "f32", R5, [const("i", np.zeros(R5), np.int64)],
+                                                 axis=1), True),
     ("gatherelements_rank4", lambda: _with("GatherElements", "f32", R4, [const("i", np.zeros(R4), np.int64)]), True),
     ("neg_int32", lambda: _unary("Neg", "i32", R2), False),
     ("neg_float", lambda: _unary("Neg", "f32", R2), True),
@@ -312,3 +315,40 @@ def test_standalone_dequantize_linear_as_the_real_ep(qnn_backend, qnn_ep, per_ch
     result = run_oracle(qnn_backend, model, qnn_ep, case=f"standalone dq {per_channel} {output}")
     assert result.matches, result.diff()
     assert any(result.nodes[n] == "DequantizeLinear" for n in result.real_nodes) is not per_channel
+
+
+# -- found by the independent generator (qnn_random_graphs) -----------------------------------------------------------
+def test_reduce_with_noop_with_empty_axes_and_axes_given_as_the_real_ep(qnn_backend, qnn_ep):
+    model = _with("ReduceSum", "f32", [3, 4], [const("axes", [1], np.int64)], opset=18, noop_with_empty_axes=1)
+    assert taken(qnn_backend, qnn_ep, model, "noop_with_empty_axes with axes")
+
+
+@pytest.mark.parametrize(("shape", "expected"), [([2, 3, 4], True), ([2, 3, 2, 2, 2], False)])
+def test_reduce_log_sum_exp_as_the_real_ep(qnn_backend, qnn_ep, shape, expected):
+    model = _reduce("ReduceLogSumExp", "f32", shape, [1])
+    assert taken(qnn_backend, qnn_ep, model, f"ReduceLogSumExp rank {len(shape)}") is expected
+
+
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_standalone_quantize_linear_as_the_real_ep(qnn_backend, qnn_ep, per_axis):
+    """A QuantizeLinear whose DequantizeLinear writes a graph output (offloaded to the CPU) stands alone: taken per
+    tensor, left on the CPU per axis."""
+    scale = const("s", np.full([4] if per_axis else [], 0.05), np.float32)
+    model = graph_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                         helper.make_node("QuantizeLinear", ["r", "s"], ["q"], name="op", axis=1),
+                         helper.make_node("DequantizeLinear", ["q", "s"], ["y"], name="dq", axis=1)],
+                        [("x", T.FLOAT, [3, 4])], [("y", T.FLOAT, [3, 4])], [scale], opset=21)
+    assert taken(qnn_backend, qnn_ep, model, f"standalone q per axis {per_axis}") is not per_axis
+
+
+def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(qnn_backend, qnn_ep):
+    """The other side of 'Duplicate definition of name': with the QuantizeLinear's input also read by a node left
+    on the CPU (a Mean of one input), the session builds and the QuantizeLinear is taken."""
+    model = graph_model([helper.make_node("Cos", ["x"], ["c"], name="cos"),
+                         helper.make_node("Mean", ["c"], ["m"], name="mean"),
+                         helper.make_node("QuantizeLinear", ["c", "s"], ["q"], name="op"),
+                         helper.make_node("DequantizeLinear", ["q", "s"], ["d"], name="dq")],
+                        [("x", T.FLOAT, [1, 1, 4])],
+                        [("c", T.FLOAT, [1, 1, 4]), ("m", T.FLOAT, [1, 1, 4]), ("q", T.UINT8, [1, 1, 4]),
+                         ("d", T.FLOAT, [1, 1, 4])], [const("s", 0.05, np.float32)], opset=21)
+    assert taken(qnn_backend, qnn_ep, model, "q and dq outputs, c read on the CPU")

@@ -19,11 +19,14 @@ class Gather(QnnRule):
 class GatherElements(QnnRule):
     op_types = ("GatherElements",)
     input_types = {0: MOVED_DATA, 1: INTS}
-    #: The HTP refuses GatherElements of rank 5.
-    max_rank = 4
 
     def check(self, unit, ctx):
-        """int32 or int64 indices; rank 4 at most."""
+        """int32 or int64 indices; at rank 5 not along axis 0 (the HTP refuses it)."""
+        node = unit.target
+        rank = ctx.rank(node.inputs[0])
+        if rank == 5 and attr(node, "axis", 0) % rank == 0:
+            return Support.no("axis 0 of a rank-5 tensor: the HTP takes GatherElements of rank 5 along other axes "
+                              "only")
         return SUPPORTED
 
 

@@ -15,8 +15,9 @@ class QuantizeLinear(QnnRule):
     constant_inputs = {1: "scale", 2: "zero point"}
 
     def check(self, unit, ctx):
-        """To 8- or 16-bit integers with constant scale and zero point; not of a graph input (offloaded to the CPU);
-        not a graph output read by a DequantizeLinear writing a graph output (the session fails)."""
+        """To 8- or 16-bit integers with constant scale and zero point, per tensor (per axis only inside a QDQ
+        unit); not of a graph input (offloaded to the CPU); not a graph output read by a DequantizeLinear writing a
+        graph output (the session fails, unless a CPU node reads the quantized value too)."""
         node = unit.target
         dtype = ctx.dtype(node.outputs[0])
         if dtype not in QUANTIZED:
@@ -24,9 +25,12 @@ class QuantizeLinear(QnnRule):
         if ctx.options.offload_graph_io_quantization and node.inputs[0].is_graph_input():
             ctx.reads_graph()
             return Support.no("it quantizes a graph input: offload_graph_io_quantization leaves it to the CPU")
+        if per_axis(node, ctx):
+            return Support.no("a QuantizeLinear per axis outside a QDQ unit: the QNN EP takes a standalone "
+                              "QuantizeLinear per tensor only")
         if ctx.is_graph_output(node.outputs[0]) and any(
                 user.op_type == "DequantizeLinear" and ctx.is_graph_output(user.outputs[0])
-                for user in ctx.consumers(node.outputs[0])):
+                for user in ctx.consumers(node.outputs[0])) and not _read_on_the_cpu(node, ctx):
             return Support.no("its output and the output of a DequantizeLinear of it are both graph outputs: "
                               "onnxruntime-qnn 2.7 then fails the session ('Duplicate definition of name')")
         return SUPPORTED
@@ -49,6 +53,13 @@ class DequantizeLinear(QnnRule):
         if ctx.options.offload_graph_io_quantization and ctx.is_graph_output(node.outputs[0]):
             return Support.no("it dequantizes a graph output: offload_graph_io_quantization leaves it to the CPU")
         return SUPPORTED
+
+
+def _read_on_the_cpu(node, ctx) -> bool:
+    """Whether the value *node* quantizes is also read by a node the backend leaves on the CPU (then the session
+    builds: seen with the real EP)."""
+    ctx.reads_graph()
+    return any(user is not node and not ctx.claims(user) for user in ctx.consumers(node.inputs[0]))
 
 
 def per_axis(node, ctx) -> bool:

@@ -21,25 +21,28 @@ def _axes(unit, ctx) -> list[int] | None:
 
 
 class Reduce(QnnRule):
-    op_types = ("ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum", "ReduceL2")
+    op_types = ("ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum", "ReduceL2", "ReduceLogSumExp")
     constant_inputs = {1: "axes"}
     input_types = {0: FLOATS | INTS}
 
     def check(self, unit, ctx):
         """float32/float16 or a QDQ unit; int32/int64 for ReduceSum, ReduceMax and ReduceMin (not of rank 5 for
-        ReduceMax/ReduceMin); constant axes; noop_with_empty_axes=0.  ReduceMax and ReduceMin of rank 5 over one
-        axis only; ReduceL2 of rank 4 at most (the HTP's op validation refuses the rest)."""
+        ReduceMax/ReduceMin); constant axes; noop_with_empty_axes=0 unless axes are given.  ReduceMax and ReduceMin of
+        rank 5 over one axis only; ReduceL2 and ReduceLogSumExp of rank 4 at most (the HTP's op validation refuses
+        the rest)."""
         node = unit.target
         op = node.op_type
-        if attr(node, "noop_with_empty_axes", 0):
-            return Support.no("noop_with_empty_axes=1: the QNN EP reduces with noop_with_empty_axes=0 only")
+        given = attr(node, "axes", None) or (len(node.inputs) > 1 and node.inputs[1] is not None
+                                              and ctx.static_shape(node.inputs[1]) != (0,))
+        if attr(node, "noop_with_empty_axes", 0) and not given:
+            return Support.no("noop_with_empty_axes=1 without axes: the QNN EP reduces every axis then")
         dtype = ctx.dtype(node.inputs[0])
         rank = ctx.rank(node.inputs[0])
         if dtype in INTS and op not in ("ReduceSum", "ReduceMax", "ReduceMin"):
             return Support.no(f"input 0 is {dtype.name.lower()}: QNN takes {op} of float32 or float16")
         if rank == MAX_RANK:
-            if op == "ReduceL2":
-                return Support.no("rank 5: the HTP takes ReduceL2 of rank 4 at most")
+            if op in ("ReduceL2", "ReduceLogSumExp"):
+                return Support.no(f"rank 5: the HTP takes {op} of rank 4 at most")
             if op in ("ReduceMax", "ReduceMin"):
                 if dtype in INTS:
                     return Support.no(f"an integer input of rank 5: the HTP takes integer {op} of rank 4 at most")
