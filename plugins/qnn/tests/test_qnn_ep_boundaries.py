@@ -352,3 +352,26 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
                         [("c", T.FLOAT, [1, 1, 4]), ("m", T.FLOAT, [1, 1, 4]), ("q", T.UINT8, [1, 1, 4]),
                          ("d", T.FLOAT, [1, 1, 4])], [const("s", 0.05, np.float32)], opset=21)
     assert taken(qnn_backend, qnn_ep, model, "q and dq outputs, c read on the CPU")
+
+
+@pytest.mark.parametrize(("case", "build", "expected"), [
+    ("expand_bool_to_rank5", lambda: _with("Expand", "bool", [4, 4, 5, 3], [const("s", [1, 4, 4, 5, 3], np.int64)]),
+     False),
+    ("batchnorm_rank5", lambda: _with("BatchNormalization", "f32", R5, [const(n, np.ones(3), np.float32)
+                                                                         for n in "abcd"]), False),
+    ("batchnorm_rank4", lambda: _with("BatchNormalization", "f32", R4, [const(n, np.ones(3), np.float32)
+                                                                         for n in "abcd"]), True),
+    ("globalmaxpool_rank5", lambda: _unary("GlobalMaxPool", "f32", [1, 2, 3, 3, 3]), False),
+    ("globalaveragepool_rank5", lambda: _unary("GlobalAveragePool", "f32", [1, 2, 3, 3, 3]), True),
+    ("lppool_rank3", lambda: _unary("LpPool", "f32", [1, 1, 3], kernel_shape=[1], p=2), True),
+    ("gathernd_bool", lambda: _with("GatherND", "bool", R2, [const("i", [[0, 1]], np.int64)]), False),
+    ("gathernd_int64", lambda: _with("GatherND", "i64", R2, [const("i", [[0, 1]], np.int64)]), False),
+    ("gathernd_int32", lambda: _with("GatherND", "i32", R2, [const("i", [[0, 1]], np.int64)]), True),
+    ("scatterelements_rank5", lambda: _with("ScatterElements", "f32", R5, [
+        const("i", np.zeros([2, 1, 2, 2, 2]), np.int64), const("u", np.ones([2, 1, 2, 2, 2]), np.float32)], axis=1),
+     False),
+    ("scatterelements_rank4", lambda: _with("ScatterElements", "f32", R4, [
+        const("i", np.zeros([2, 1, 2, 2]), np.int64), const("u", np.ones([2, 1, 2, 2]), np.float32)], axis=1), True),
+], ids=lambda c: c if isinstance(c, str) else "")
+def test_found_by_the_generator_as_the_real_ep(qnn_backend, qnn_ep, case, build, expected):
+    assert taken(qnn_backend, qnn_ep, build(), case) is expected

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ._base import INTS, SUPPORTED, QnnRule, Support, attr
+from ._base import FLOATS, INTS, SUPPORTED, DataType, QnnRule, Support, attr
 from .reshape import MOVED_DATA
 
 
@@ -32,10 +32,10 @@ class GatherElements(QnnRule):
 
 class GatherND(QnnRule):
     op_types = ("GatherND",)
-    input_types = {0: MOVED_DATA, 1: INTS}
+    input_types = {0: FLOATS | {DataType.INT32}, 1: INTS}
 
     def check(self, unit, ctx):
-        """batch_dims=0."""
+        """float32, float16 (or a QDQ unit) or int32 data (the HTP refuses int64 and bool); batch_dims=0."""
         if attr(unit.target, "batch_dims", 0) != 0:
             return Support.no("batch_dims other than 0: QNN's GatherNd is built with batch_dims=0")
         return SUPPORTED
@@ -44,6 +44,8 @@ class GatherND(QnnRule):
 class ScatterElements(QnnRule):
     op_types = ("ScatterElements",)
     input_types = {0: MOVED_DATA, 1: INTS}
+    #: The HTP refuses ScatterElements of rank 5.
+    max_rank = 4
 
     def check(self, unit, ctx):
         """No reduction."""

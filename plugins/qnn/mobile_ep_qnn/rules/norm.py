@@ -9,6 +9,8 @@ from ._base import SUPPORTED, QnnRule, Support, attr
 
 class BatchNormalization(QnnRule):
     op_types = ("BatchNormalization",)
+    #: The HTP refuses BatchNorm of rank 5.
+    max_rank = 4
     constant_inputs = {1: "scale", 2: "bias", 3: "mean", 4: "variance"}
 
     def check(self, unit, ctx):

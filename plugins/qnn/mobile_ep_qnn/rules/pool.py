@@ -41,10 +41,12 @@ class GlobalPool(QnnRule):
     op_types = ("GlobalAveragePool", "GlobalMaxPool")
 
     def check(self, unit, ctx):
-        """1-D or 2-D (rank 3 or 4) input."""
+        """1-D to 3-D planes (rank 3 to 5); GlobalMaxPool 1-D or 2-D."""
         rank = ctx.rank(unit.target.inputs[0])
         if rank not in (3, 4, 5):
             return Support.no(f"rank-{rank} input: QNN global pooling is over 1-D to 3-D planes")
+        if rank == 5 and unit.target.op_type == "GlobalMaxPool":
+            return Support.no("rank 5: the HTP takes GlobalMaxPool over 1-D or 2-D planes only")
         return SUPPORTED
 
 
@@ -57,6 +59,6 @@ class LpPool(QnnRule):
         if attr(node, "p", 2) != 2:
             return Support.no("p other than 2: QNN pools with the L2 norm only")
         rank = ctx.rank(node.inputs[0])
-        if rank != 4:
-            return Support.no(f"rank-{rank} input: QNN's L2 pooling is 2-D")
+        if rank not in (3, 4):
+            return Support.no(f"rank-{rank} input: QNN's L2 pooling is 1-D or 2-D")
         return _no_dilation(node)

@@ -56,9 +56,12 @@ class DequantizeLinear(QnnRule):
 
 
 def _read_on_the_cpu(node, ctx) -> bool:
-    """Whether the value *node* quantizes is also read by a node the backend leaves on the CPU (then the session
-    builds: seen with the real EP)."""
+    """Whether the value *node* quantizes crosses to or from the CPU: made by a node the backend leaves on the CPU,
+    or also read by one (then the session builds: seen with the real EP)."""
     ctx.reads_graph()
+    producer = ctx.producer(node.inputs[0])
+    if producer is None or len(producer.outputs) > 1 or not ctx.claims(producer):
+        return True  # (with an LSTM or GRU making it, the session builds too)
     return any(user is not node and not ctx.claims(user) for user in ctx.consumers(node.inputs[0]))
 
 

@@ -15,12 +15,14 @@ MOVED_DATA = FLOATS | INTS | {DataType.BOOL}
 
 
 def rank_limit(unit, ctx, limits: dict[DataType, int], index: int = 0) -> Support:
-    """Input *index*'s type has a lower rank limit on the HTP than the op's (*limits*: type -> highest rank)."""
+    """Input *index*'s type has a lower rank limit on the HTP than the op's (*limits*: type -> highest rank of the
+    input and the output)."""
     value = unit.target.inputs[index]
-    dtype, rank = ctx.dtype(value), ctx.rank(value)
+    dtype = ctx.dtype(value)
+    rank = max((ctx.rank(v) or 0 for v in (value, unit.target.outputs[0]) if v is not None), default=0)
     limit = limits.get(dtype)
     if limit is not None and rank is not None and rank > limit:
-        return Support.no(f"a {dtype.name.lower()} input of rank {rank}: the HTP takes {unit.target.op_type} of "
+        return Support.no(f"a {dtype.name.lower()} tensor of rank {rank}: the HTP takes {unit.target.op_type} of "
                           f"{dtype.name.lower()} of rank {limit} at most")
     return SUPPORTED
 
