@@ -372,6 +372,18 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
      False),
     ("scatterelements_rank4", lambda: _with("ScatterElements", "f32", R4, [
         const("i", np.zeros([2, 1, 2, 2]), np.int64), const("u", np.ones([2, 1, 2, 2]), np.float32)], axis=1), True),
+    ("scatterelements_uint8_max", lambda: _with("ScatterElements", "u8", R2, [
+        const("i", np.zeros([3, 1]), np.int64), const("u", np.ones([3, 1]), np.uint8)], axis=1, reduction="max"), True),
+    ("scatterelements_float_max", lambda: _with("ScatterElements", "f32", R2, [
+        const("i", np.zeros([3, 1]), np.int64), const("u", np.ones([3, 1]), np.float32)], axis=1, reduction="max"),
+     False),
+    ("scatterelements_int32_min", lambda: _with("ScatterElements", "i32", R2, [
+        const("i", np.zeros([3, 1]), np.int64), const("u", np.ones([3, 1]), np.int32)], axis=1, reduction="min"),
+     False),
+    ("lppool_p1", lambda: _unary("LpPool", "f32", [1, 2, 4, 4], kernel_shape=[2, 2], p=1), True),
+    ("lppool_p3", lambda: _unary("LpPool", "f32", [1, 2, 4, 4], kernel_shape=[2, 2], p=3), False),
+    ("cast_float_to_int8", lambda: _unary("Cast", "f32", R2, out="i8", to=T.INT8), False),
+    ("cast_int32_to_uint16", lambda: _unary("Cast", "i32", R2, out="u16", to=T.UINT16), False),
 ], ids=lambda c: c if isinstance(c, str) else "")
 def test_found_by_the_generator_as_the_real_ep(qnn_backend, qnn_ep, case, build, expected):
     assert taken(qnn_backend, qnn_ep, build(), case) is expected

@@ -22,6 +22,9 @@ class Cast(QnnRule):
         source = ctx.dtype(node.inputs[0])
         if dtype not in CASTABLE and dtype != DataType.DOUBLE:
             return Support.no(f"casts to {type_name(dtype)}: QNN has no such type")
+        if dtype in (DataType.INT8, DataType.INT16, DataType.UINT16):
+            return Support.no(f"casts to {type_name(dtype)}: the HTP casts to float32, float16, int32, int64, uint8 "
+                              "or bool only")
         if dtype == DataType.INT64 and source not in INTS and ctx.is_graph_output(node.outputs[0]):
             return Support.no(f"casts {type_name(source)} to an int64 graph output: the QNN EP writes int64 graph "
                               "outputs cast from int32 or int64 only")

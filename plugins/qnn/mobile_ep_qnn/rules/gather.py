@@ -43,15 +43,20 @@ class GatherND(QnnRule):
 
 class ScatterElements(QnnRule):
     op_types = ("ScatterElements",)
-    input_types = {0: MOVED_DATA, 1: INTS}
+    input_types = {0: FLOATS | INTS | {DataType.UINT8}, 1: INTS}
     #: The HTP refuses ScatterElements of rank 5.
     max_rank = 4
 
     def check(self, unit, ctx):
-        """No reduction."""
-        reduction = attr(unit.target, "reduction", "none")
-        if reduction != "none":
-            return Support.no(f"reduction={reduction}: the QNN EP takes ScatterElements without reduction")
+        """float32, float16, int32, int64 or uint8 data (no int8 or bool); no reduction, or add, mul or max on
+        int32, int64 or uint8 data (not on float, no min)."""
+        node = unit.target
+        reduction = attr(node, "reduction", "none")
+        if reduction == "none":
+            return SUPPORTED
+        if reduction == "min" or ctx.dtype(node.inputs[0]) in FLOATS:
+            return Support.no(f"reduction={reduction} on {ctx.dtype(node.inputs[0]).name.lower()} data: the QNN EP "
+                              "takes ScatterElements with add, mul or max on int32, int64 or uint8 only")
         return SUPPORTED
 
 
