@@ -384,6 +384,28 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
     ("lppool_p3", lambda: _unary("LpPool", "f32", [1, 2, 4, 4], kernel_shape=[2, 2], p=3), False),
     ("cast_float_to_int8", lambda: _unary("Cast", "f32", R2, out="i8", to=T.INT8), False),
     ("cast_int32_to_uint16", lambda: _unary("Cast", "i32", R2, out="u16", to=T.UINT16), False),
+    ("gathernd_float16_rank5", lambda: _with("GatherND", "f16", [1, 2, 3, 4, 5], [const("i", [[0, 0, 0, 3, 0]], np.int64)]),
+     False),
+    ("gathernd_float16_rank4", lambda: _with("GatherND", "f16", [2, 3, 4, 5], [const("i", [[0, 0, 3, 0]], np.int64)]),
+     True),
+    ("cast_input_to_float64_graph_output", lambda: one_node("Cast", [("x", T.FLOAT, R2)], [("y", T.DOUBLE, R2)],
+                                                            to=T.DOUBLE), False),
+    ("cast_to_float64_graph_output", lambda: graph_model(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Cast", ["r"], ["y"], to=T.DOUBLE, name="op")],
+        [("x", T.FLOAT, R2)], [("y", T.DOUBLE, R2)]), False),
 ], ids=lambda c: c if isinstance(c, str) else "")
 def test_found_by_the_generator_as_the_real_ep(qnn_backend, qnn_ep, case, build, expected):
     assert taken(qnn_backend, qnn_ep, build(), case) is expected
+
+
+def test_q_graph_output_also_read_by_a_taken_dq_builds(qnn_backend, qnn_ep):
+    """A QuantizeLinear whose output is a graph output and feeds two DequantizeLinears, one writing a graph output and
+    one read inside the graph: the session builds and the QuantizeLinear is taken."""
+    model = graph_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                         helper.make_node("QuantizeLinear", ["r", "s"], ["q"], name="op"),
+                         helper.make_node("DequantizeLinear", ["q", "s"], ["d"], name="dq"),
+                         helper.make_node("DequantizeLinear", ["q", "s"], ["d2"], name="dq2"),
+                         helper.make_node("Relu", ["d2"], ["y"], name="relu2")],
+                        [("x", T.FLOAT, R2)], [("q", T.UINT8, R2), ("d", T.FLOAT, R2), ("y", T.FLOAT, R2)],
+                        [const("s", 0.05, np.float32)])
+    assert taken(qnn_backend, qnn_ep, model, "q shared by two dq")

@@ -99,7 +99,8 @@ class QnnRule(OpRule):
                 if not answer:
                     return answer
         for index, value in enumerate(node.outputs):
-            if ctx.dtype(value) == DataType.DOUBLE and ctx.is_graph_output(value):
+            if ctx.dtype(value) == DataType.DOUBLE and ctx.is_graph_output(value) and node.op_type not in (
+                    "Cast", "CastLike"):  # (a Cast to a float64 graph output builds)
                 return Support.no(f"output {index} is a float64 graph output: the QNN EP takes float64 only inside "
                                   "its graphs (computed as float32); here it fails the session")
         if unit.kind == "qdq":

@@ -25,6 +25,8 @@ class Cast(QnnRule):
         if dtype in (DataType.INT8, DataType.INT16, DataType.UINT16):
             return Support.no(f"casts to {type_name(dtype)}: the HTP casts to float32, float16, int32, int64, uint8 "
                               "or bool only")
+        if dtype == DataType.DOUBLE and ctx.is_graph_output(node.outputs[0]):
+            return Support.no("casts to a float64 graph output: the QNN EP leaves such a Cast to the CPU")
         if dtype == DataType.INT64 and source not in INTS and ctx.is_graph_output(node.outputs[0]):
             return Support.no(f"casts {type_name(source)} to an int64 graph output: the QNN EP writes int64 graph "
                               "outputs cast from int32 or int64 only")

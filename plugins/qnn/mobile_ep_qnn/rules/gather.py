@@ -33,6 +33,8 @@ class GatherElements(QnnRule):
 class GatherND(QnnRule):
     op_types = ("GatherND",)
     input_types = {0: FLOATS | {DataType.INT32}, 1: INTS}
+    #: The HTP refuses GatherNd of rank 5.
+    max_rank = 4
 
     def check(self, unit, ctx):
         """float32, float16 (or a QDQ unit) or int32 data (the HTP refuses int64 and bool); batch_dims=0."""
