@@ -409,3 +409,13 @@ def test_q_graph_output_also_read_by_a_taken_dq_builds(qnn_backend, qnn_ep):
                         [("x", T.FLOAT, R2)], [("q", T.UINT8, R2), ("d", T.FLOAT, R2), ("y", T.FLOAT, R2)],
                         [const("s", 0.05, np.float32)])
     assert taken(qnn_backend, qnn_ep, model, "q shared by two dq")
+
+
+@pytest.mark.parametrize(("shape", "whole"), [([2, 3, 4, 5], True), ([2, 3, 2, 2, 2], False)])
+def test_hardswish_rank5_is_inlined_as_the_real_ep(qnn_backend, qnn_ep, shape, whole):
+    """Class 15: the EP takes HardSwish whole up to rank 4; at rank 5 it refuses it, onnxruntime inlines the body and
+    the EP takes its Mul, the HardSigmoid staying on the CPU.  The backend judges the body too."""
+    result = run_oracle(qnn_backend, _unary("HardSwish", "f32", shape, opset=14), qnn_ep, case=f"HardSwish {shape}")
+    assert result.matches, result.diff()
+    cpu = sorted(result.nodes[n] for n in result.real.cpu_nodes)
+    assert cpu == ([] if whole else ["HardSigmoid"])
