@@ -393,6 +393,10 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
     ("cast_to_float64_graph_output", lambda: graph_model(
         [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Cast", ["r"], ["y"], to=T.DOUBLE, name="op")],
         [("x", T.FLOAT, R2)], [("y", T.DOUBLE, R2)]), False),
+    ("lpnorm_rank5", lambda: _unary("LpNormalization", "f32", [3, 3, 1, 1, 2], axis=1, p=2), False),
+    ("lpnorm_rank4", lambda: _unary("LpNormalization", "f32", [3, 3, 2, 2], axis=1, p=2), True),
+    ("gather_int64_scalar_index", lambda: _with("Gather", "i64", [3, 2], [const("i", -1, np.int64)], axis=1), False),
+    ("gather_int64_vector_index", lambda: _with("Gather", "i64", [3, 2], [const("i", [-1], np.int64)], axis=1), True),
 ], ids=lambda c: c if isinstance(c, str) else "")
 def test_found_by_the_generator_as_the_real_ep(qnn_backend, qnn_ep, case, build, expected):
     assert taken(qnn_backend, qnn_ep, build(), case) is expected

@@ -12,7 +12,10 @@ class Gather(QnnRule):
     input_types = {0: MOVED_DATA, 1: INTS}
 
     def check(self, unit, ctx):
-        """int32 or int64 indices (negative ones when constant)."""
+        """int32 or int64 indices (negative ones when constant); int64 data not with a scalar index."""
+        node = unit.target
+        if ctx.dtype(node.inputs[0]) == DataType.INT64 and ctx.rank(node.inputs[1]) == 0:
+            return Support.no("int64 data gathered with a scalar index: the HTP refuses it (a 1-D index is taken)")
         return SUPPORTED
 
 
@@ -45,18 +48,18 @@ class GatherND(QnnRule):
 
 class ScatterElements(QnnRule):
     op_types = ("ScatterElements",)
-    input_types = {0: FLOATS | INTS | {DataType.UINT8}, 1: INTS}
+    input_types = {0: FLOATS | INTS | {DataType.UINT8, DataType.UINT16}, 1: INTS}
     #: The HTP refuses ScatterElements of rank 5.
     max_rank = 4
 
     def check(self, unit, ctx):
-        """float32, float16, int32, int64 or uint8 data (no int8 or bool); no reduction, or add, mul or max on
-        int32, int64 or uint8 data (not on float, no min)."""
+        """float32, float16, int32, int64, uint8 or uint16 data (no int8 or bool); no reduction, or add, mul or max
+        on int32, int64 or uint8 data (not on float, no min)."""
         node = unit.target
         reduction = attr(node, "reduction", "none")
         if reduction == "none":
             return SUPPORTED
-        if reduction == "min" or ctx.dtype(node.inputs[0]) in FLOATS:
+        if reduction == "min" or ctx.dtype(node.inputs[0]) not in INTS | {DataType.UINT8}:
             return Support.no(f"reduction={reduction} on {ctx.dtype(node.inputs[0]).name.lower()} data: the QNN EP "
                               "takes ScatterElements with add, mul or max on int32, int64 or uint8 only")
         return SUPPORTED

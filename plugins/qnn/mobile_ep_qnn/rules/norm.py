@@ -93,6 +93,8 @@ class LRN(QnnRule):
 
 class LpNormalization(QnnRule):
     op_types = ("LpNormalization",)
+    #: The HTP refuses L2Norm of rank 5.
+    max_rank = 4
 
     def check(self, unit, ctx):
         """p=2 (QNN's L2Norm)."""
