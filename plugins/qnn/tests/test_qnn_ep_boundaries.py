@@ -402,9 +402,9 @@ def test_found_by_the_generator_as_the_real_ep(qnn_backend, qnn_ep, case, build,
     assert taken(qnn_backend, qnn_ep, build(), case) is expected
 
 
-def test_q_graph_output_also_read_by_a_taken_dq_builds(qnn_backend, qnn_ep):
+def test_q_graph_output_also_read_by_a_taken_dq_fails_too(qnn_backend, qnn_ep):
     """A QuantizeLinear whose output is a graph output and feeds two DequantizeLinears, one writing a graph output and
-    one read inside the graph: the session builds and the QuantizeLinear is taken."""
+    one read inside the graph: the session fails as well, as predicted."""
     model = graph_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
                          helper.make_node("QuantizeLinear", ["r", "s"], ["q"], name="op"),
                          helper.make_node("DequantizeLinear", ["q", "s"], ["d"], name="dq"),
@@ -412,7 +412,8 @@ def test_q_graph_output_also_read_by_a_taken_dq_builds(qnn_backend, qnn_ep):
                          helper.make_node("Relu", ["d2"], ["y"], name="relu2")],
                         [("x", T.FLOAT, R2)], [("q", T.UINT8, R2), ("d", T.FLOAT, R2), ("y", T.FLOAT, R2)],
                         [const("s", 0.05, np.float32)])
-    assert taken(qnn_backend, qnn_ep, model, "q shared by two dq")
+    result = run_oracle(qnn_backend, model, qnn_ep, case="q shared by two dq", isolated=True)
+    assert not result.built and "Duplicate definition" in result.reasons["op"]
 
 
 @pytest.mark.parametrize(("shape", "whole"), [([2, 3, 4, 5], True), ([2, 3, 2, 2, 2], False)])

@@ -28,10 +28,9 @@ class QuantizeLinear(QnnRule):
         if per_axis(node, ctx):
             return Support.no("a QuantizeLinear per axis outside a QDQ unit: the QNN EP takes a standalone "
                               "QuantizeLinear per tensor only")
-        users = ctx.consumers(node.outputs[0])
-        if dtype in (DataType.UINT8, DataType.INT8) and ctx.is_graph_output(node.outputs[0]) and users and all(
+        if dtype in (DataType.UINT8, DataType.INT8) and ctx.is_graph_output(node.outputs[0]) and any(
                 user.op_type == "DequantizeLinear" and ctx.is_graph_output(user.outputs[0])
-                for user in users) and not _read_on_the_cpu(node, ctx):
+                for user in ctx.consumers(node.outputs[0])) and not _read_on_the_cpu(node, ctx):
             return Support.no("its output and the output of a DequantizeLinear of it are both graph outputs: "
                               "onnxruntime-qnn 2.7 then fails the session ('Duplicate definition of name')")
         return SUPPORTED
