@@ -397,6 +397,11 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
     ("lpnorm_rank4", lambda: _unary("LpNormalization", "f32", [3, 3, 2, 2], axis=1, p=2), True),
     ("gather_int64_scalar_index", lambda: _with("Gather", "i64", [3, 2], [const("i", -1, np.int64)], axis=1), False),
     ("gather_int64_vector_index", lambda: _with("Gather", "i64", [3, 2], [const("i", [-1], np.int64)], axis=1), True),
+    ("cast_int8_to_float", lambda: _unary("Cast", "i8", R2, out="f32", to=T.FLOAT), False),
+    ("cast_int16_to_float", lambda: _unary("Cast", "i16", R2, out="f32", to=T.FLOAT), False),
+    ("cast_int16_to_int32", lambda: _unary("Cast", "i16", R2, out="i32", to=T.INT32), True),
+    ("matmul_rank5", lambda: _with("MatMul", "f32", [1, 1, 3, 4, 2], [const("w", np.ones([2, 4]), np.float32)]), False),
+    ("matmul_rank4", lambda: _with("MatMul", "f32", [1, 3, 4, 2], [const("w", np.ones([2, 4]), np.float32)]), True),
 ], ids=lambda c: c if isinstance(c, str) else "")
 def test_found_by_the_generator_as_the_real_ep(qnn_backend, qnn_ep, case, build, expected):
     assert taken(qnn_backend, qnn_ep, build(), case) is expected

@@ -22,6 +22,9 @@ class Cast(QnnRule):
         source = ctx.dtype(node.inputs[0])
         if dtype not in CASTABLE and dtype != DataType.DOUBLE:
             return Support.no(f"casts to {type_name(dtype)}: QNN has no such type")
+        if source in (DataType.INT8, DataType.UINT16) or (source == DataType.INT16 and dtype != DataType.INT32):
+            return Support.no(f"casts {type_name(source)} to {type_name(dtype)}: the HTP refuses it (it casts int16 "
+                              "to int32 only, int8 and uint16 to nothing)")
         if dtype in (DataType.INT8, DataType.INT16, DataType.UINT16):
             return Support.no(f"casts to {type_name(dtype)}: the HTP casts to float32, float16, int32, int64, uint8 "
                               "or bool only")

@@ -8,6 +8,8 @@ from ._base import FLOATS, SUPPORTED, QnnRule, Support, attr
 
 class MatMul(QnnRule):
     op_types = ("MatMul",)
+    #: The HTP refuses MatMul of rank 5.
+    max_rank = 4
 
     def check(self, unit, ctx):
         """float32/float16 or a QDQ unit; both operands may be activations; broadcasting batch dims."""
