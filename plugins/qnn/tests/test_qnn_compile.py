@@ -125,3 +125,25 @@ def test_quantize_for_qnn_then_compile(tmp_path, qnn_backend, qnn_ep):
     assert len(placement.real.partitions) == 1
     compiled = _convert(quantized, tmp_path / "out", "-O", "qnn.precision=quantized", "--no-cost-model")
     assert len(compiled["partitions"]) == 1
+
+
+def test_an_ep_crash_while_compiling_is_an_error_not_a_crash(tmp_path):
+    """onnxruntime-qnn 2.7 crashes (segmentation fault) creating a session whose graph writes an int64 graph output of
+    rank 5 (a Cast the EP takes): ``--compile`` creates that session in a child process, so the crash is a one-line
+    error of mobile-ep, with the backend's reason for the node saying the session fails."""
+    from onnx import TensorProto, helper
+
+    shape = [2, 3, 2, 2, 2]
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Cast", ["i"], ["y"], to=7, name="cast")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
+              helper.make_tensor_value_info("i", TensorProto.INT32, shape)],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, shape),
+         helper.make_tensor_value_info("y", TensorProto.INT64, shape)])
+    path = tmp_path / "crash.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), path)
+    check = CliRunner().invoke(main, ["check", str(path), "--ep", "qnn", "-v"])
+    assert check.exit_code == 0 and "int64 graph output of rank 5" in check.output and "crashes" in check.output
+    result = CliRunner().invoke(main, ["convert", str(path), "--ep", "qnn", "--compile", "-o", str(tmp_path / "o")])
+    assert result.exit_code != 0
+    assert "crashed creating the session" in result.output and "Traceback" not in result.output
