@@ -205,6 +205,8 @@ CASES = [
     ("reducemax_rank5_1_axis", lambda: _reduce("ReduceMax", "f32", R5, [1]), True),
     ("reducemax_rank4_3_axes", lambda: _reduce("ReduceMax", "f32", R4, [1, 2, 3]), True),
     ("reducel2_rank5", lambda: _reduce("ReduceL2", "f32", R5, [1]), False),
+    ("reducel2_rank5_keepdims0", lambda: _with("ReduceL2", "f32", R5, [const("axes", [2, 3, 4], np.int64)], opset=18,
+                                               keepdims=0), True),
     ("pad_reflect_rank5", lambda: _pad(R5, "reflect"), False),
     ("pad_constant_rank5", lambda: _pad(R5, "constant"), True),
     ("pad_reflect_rank4", lambda: _pad(R4, "reflect"), True),

@@ -28,8 +28,8 @@ class Reduce(QnnRule):
     def check(self, unit, ctx):
         """float32/float16 or a QDQ unit; int32/int64 for ReduceSum, ReduceMax and ReduceMin (not of rank 5 for
         ReduceMax/ReduceMin); constant axes; noop_with_empty_axes=0 unless axes are given.  ReduceMax and ReduceMin of
-        rank 5 over one axis only; ReduceL2 and ReduceLogSumExp of rank 4 at most (the HTP's op validation refuses
-        the rest)."""
+        rank 5 over one axis only; ReduceLogSumExp of rank 4 at most, ReduceL2 of rank 5 with keepdims=0 only (the HTP's
+        op validation refuses the rest)."""
         node = unit.target
         op = node.op_type
         given = attr(node, "axes", None) or (len(node.inputs) > 1 and node.inputs[1] is not None
@@ -41,8 +41,10 @@ class Reduce(QnnRule):
         if dtype in INTS and op not in ("ReduceSum", "ReduceMax", "ReduceMin"):
             return Support.no(f"input 0 is {dtype.name.lower()}: QNN takes {op} of float32 or float16")
         if rank == MAX_RANK:
-            if op in ("ReduceL2", "ReduceLogSumExp"):
+            if op == "ReduceLogSumExp":
                 return Support.no(f"rank 5: the HTP takes {op} of rank 4 at most")
+            if op == "ReduceL2" and attr(node, "keepdims", 1):
+                return Support.no("rank 5 with keepdims=1: the HTP takes ReduceL2 of rank 5 with keepdims=0 only")
             if op in ("ReduceMax", "ReduceMin"):
                 if dtype in INTS:
                     return Support.no(f"an integer input of rank 5: the HTP takes integer {op} of rank 4 at most")
