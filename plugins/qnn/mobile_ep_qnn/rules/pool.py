@@ -3,7 +3,7 @@ whole plane; 1-D pooling as 2-D."""
 
 from __future__ import annotations
 
-from ._base import SUPPORTED, QnnRule, Support, attr
+from ._base import SUPPORTED, DataType, QnnRule, Support, attr
 
 
 def _no_dilation(node) -> Support:
@@ -14,6 +14,14 @@ def _no_dilation(node) -> Support:
 
 class MaxPool(QnnRule):
     op_types = ("MaxPool",)
+
+    def check_common(self, unit, ctx):
+        node = unit.target
+        dtype = ctx.dtype(node.inputs[0])
+        if dtype in (DataType.UINT8, DataType.INT8) and ctx.rank(node.inputs[0]) in (3, 4):
+            return Support.no(f"a plain {dtype.name.lower()} input: onnxruntime-qnn 2.7 takes MaxPool of it, then "
+                              "refuses it in NHWC layout and fails the session")
+        return super().check_common(unit, ctx)
 
     def check(self, unit, ctx):
         """1-D or 2-D, no dilation, no indices output."""
