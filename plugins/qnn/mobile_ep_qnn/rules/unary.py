@@ -14,6 +14,10 @@ class FloatUnary(QnnRule):
         """float32 or float16 input."""
         return SUPPORTED
 
+    def check_common(self, unit, ctx):
+        failure = _fails_at_rank5(unit, ctx, ("IsNaN",), lowest=6)
+        return failure if failure is not None else super().check_common(unit, ctx)
+
 
 class FloatUnaryRank4(QnnRule):
     op_types = ("Ceil", "Cos", "Floor", "Log", "Round", "Sin", "Sqrt", "Tanh", "Atan", "Elu", "HardSigmoid", "Selu",
@@ -30,12 +34,14 @@ class FloatUnaryRank4(QnnRule):
         return failure if failure is not None else super().check_common(unit, ctx)
 
 
-def _fails_at_rank5(unit, ctx, ops) -> Support | None:
-    """The refusal of a rank-5 node of *ops*, which onnxruntime-qnn 2.7 takes and then fails the session on."""
+def _fails_at_rank5(unit, ctx, ops, lowest: int = 5) -> Support | None:
+    """The refusal of a node of *ops* of rank *lowest* or more, which onnxruntime-qnn 2.7 takes and then fails the
+    session on."""
     node = unit.target
-    if node.op_type in ops and ctx.rank(node.inputs[0]) == 5 and ctx.dtype(node.inputs[0]) in FLOATS:
-        return Support.no(f"rank 5: onnxruntime-qnn 2.7 takes {node.op_type} of rank 5 and then fails the session "
-                          "('Failed to finalize QNN graph')")
+    rank = ctx.rank(node.inputs[0])
+    if node.op_type in ops and rank is not None and rank >= lowest and ctx.dtype(node.inputs[0]) in FLOATS:
+        return Support.no(f"rank {rank}: onnxruntime-qnn 2.7 takes {node.op_type} of rank {rank} and then fails the "
+                          "session ('Failed to finalize QNN graph')")
     return None
 
 
