@@ -434,3 +434,4 @@ def test_hardswish_rank5_is_inlined_as_the_real_ep(qnn_backend, qnn_ep, shape, w
     assert result.matches, result.diff()
     cpu = sorted(result.nodes[n] for n in result.real.cpu_nodes)
     assert cpu == ([] if whole else ["HardSigmoid"])
+

@@ -56,13 +56,33 @@ class DequantizeLinear(QnnRule):
 
 
 def _read_on_the_cpu(node, ctx) -> bool:
-    """Whether the value *node* quantizes crosses to or from the CPU: made by a node the backend leaves on the CPU,
-    or also read by one (then the session builds: seen with the real EP)."""
+    """Whether the session builds although *node*'s output and its DequantizeLinear's are graph outputs (seen with
+    the real EP): the value it quantizes is made by a node left on the CPU or also read by one, or made otherwise
+    than from a graph input by a single-output op outside the layout transform; or the EP takes other nodes of the
+    graph (it was seen failing only on graphs of that chain alone)."""
     ctx.reads_graph()
     producer = ctx.producer(node.inputs[0])
-    if producer is None or len(producer.outputs) > 1 or not ctx.claims(producer):
-        return True  # (with an LSTM or GRU making it, the session builds too)
-    return any(user is not node and not ctx.claims(user) for user in ctx.consumers(node.inputs[0]))
+    if producer is None or len(producer.outputs) > 1 or not ctx.claims(producer) or producer.op_type in _LAYOUT_OPS:
+        return True  # (with an LSTM or GRU, or an op the NHWC layout transform wraps, making it, it builds too)
+    if not any(v is not None and v.is_graph_input() for v in producer.inputs):
+        return True  # (seen failing only when the value is made from a graph input)
+    if any(user is not node and not ctx.claims(user) for user in ctx.consumers(node.inputs[0])):
+        return True
+    chain, todo = {producer, node}, [node]
+    while todo:  # (the Q and everything after it)
+        for value in todo.pop().outputs:
+            for user in ctx.consumers(value):
+                if user not in chain:
+                    chain.add(user)
+                    todo.append(user)
+    # seen failing only when the EP takes nothing else of the graph
+    return any(other not in chain and ctx.claims(other) for other in ctx.graph_nodes())
+
+
+#: Ops onnxruntime's NHWC layout transform wraps in Transposes for the EP.
+_LAYOUT_OPS = frozenset({"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool",
+                         "GlobalMaxPool", "Resize", "DepthToSpace", "SpaceToDepth", "InstanceNormalization",
+                         "BatchNormalization", "GridSample", "LRN"})
 
 
 def per_axis(node, ctx) -> bool:
