@@ -407,6 +407,8 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
     ("cast_int16_to_int32", lambda: _unary("Cast", "i16", R2, out="i32", to=T.INT32), True),
     ("matmul_rank5", lambda: _with("MatMul", "f32", [1, 1, 3, 4, 2], [const("w", np.ones([2, 4]), np.float32)]), False),
     ("matmul_rank4", lambda: _with("MatMul", "f32", [1, 3, 4, 2], [const("w", np.ones([2, 4]), np.float32)]), True),
+    ("matmul_rank5_both", lambda: one_node("MatMul", [("a", T.FLOAT, [1, 1, 4, 3, 4]), ("b", T.FLOAT, [1, 1, 4, 4, 8])],
+                                          [("y", T.FLOAT, None)]), True),
 ], ids=lambda c: c if isinstance(c, str) else "")
 def test_found_by_the_generator_as_the_real_ep(qnn_backend, qnn_ep, case, build, expected):
     assert taken(qnn_backend, qnn_ep, build(), case) is expected

@@ -54,14 +54,14 @@ class ScatterElements(QnnRule):
 
     def check(self, unit, ctx):
         """float32, float16, int32, int64, uint8 or uint16 data (no int8 or bool); no reduction, or add, mul or max
-        on int32, int64 or uint8 data (not on float, no min)."""
+        on integer data (not on float, no min)."""
         node = unit.target
         reduction = attr(node, "reduction", "none")
         if reduction == "none":
             return SUPPORTED
-        if reduction == "min" or ctx.dtype(node.inputs[0]) not in INTS | {DataType.UINT8}:
+        if reduction == "min" or ctx.dtype(node.inputs[0]) not in INTS | {DataType.UINT8, DataType.UINT16}:
             return Support.no(f"reduction={reduction} on {ctx.dtype(node.inputs[0]).name.lower()} data: the QNN EP "
-                              "takes ScatterElements with add, mul or max on int32, int64 or uint8 only")
+                              "takes ScatterElements with add, mul or max on int32, int64, uint8 or uint16 only")
         return SUPPORTED
 
 

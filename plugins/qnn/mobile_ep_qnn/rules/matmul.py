@@ -8,11 +8,14 @@ from ._base import FLOATS, SUPPORTED, QnnRule, Support, attr
 
 class MatMul(QnnRule):
     op_types = ("MatMul",)
-    #: The HTP refuses MatMul of rank 5.
-    max_rank = 4
 
     def check(self, unit, ctx):
-        """float32/float16 or a QDQ unit; both operands may be activations; broadcasting batch dims."""
+        """float32/float16 or a QDQ unit; both operands may be activations; broadcasting batch dims; at rank 5 both
+        operands of rank 5 (the HTP refuses broadcasting a lower-rank operand there)."""
+        ranks = [ctx.rank(v) for v in unit.target.inputs[:2]]
+        if 5 in ranks and ranks[0] != ranks[1]:
+            return Support.no(f"operands of rank {ranks[0]} and {ranks[1]}: the HTP takes MatMul of rank 5 with both "
+                              "operands of rank 5 only")
         return SUPPORTED
 
 
