@@ -189,10 +189,17 @@ def _unwrap_float16(proto: onnx.ModelProto, original: Callable[[], onnx.ModelPro
     inner = {v for node in nodes for sub in model_io._subgraphs(node) for g in model_io._graphs(sub)
              for n in g.node for v in n.input}
     casts = {i for i, node in enumerate(nodes) if inserted(node)}
+    # an inserted Cast reading another value than the float16 one it copies is a Cast of the model (to float16)
+    # onnxruntime merged into it (uint8 -> float16 -> float32 as one Cast): that Cast is given back
+    model_casts = _merged_model_casts([nodes[i] for i in casts], original)
     # a copy whose float16 name is taken by a value no inserted Cast links it to stays
     linked = {v for i in casts for v in (*nodes[i].input, *nodes[i].output)}
     copies = {v for v in names if v.startswith(prefix) and v not in inner and v not in {o.name for o in graph.output}
               and (v[len(prefix):] not in names or v[len(prefix):] in linked)}
+    for i in casts:
+        v = nodes[i].output[0]
+        if nodes[i].input[0] != v[len(prefix):] and v not in model_casts:
+            copies.discard(v)  # (merged with a Cast the model does not have: the copy stays)
     touching = {i: [v for v in (*node.input, *node.output) if v.startswith(prefix)]
                 for i, node in enumerate(nodes) if i not in casts}
     wrapped = {i for i, values in touching.items() if values and (all(
@@ -224,6 +231,8 @@ def _unwrap_float16(proto: onnx.ModelProto, original: Callable[[], onnx.ModelPro
     kept = []
     for i, node in enumerate(nodes):  # (copies: the repeated field is emptied below)
         if i in casts and any(v in copies for v in (*node.input, *node.output)):
+            if node.output[0] in copies and node.output[0] in model_casts:
+                kept.append(model_casts[node.output[0]])
             continue
         kept.extend(cast for v, cast in restored.items() if i == min(readers[v]))
         kept.append(onnx.NodeProto())
@@ -237,7 +246,29 @@ def _unwrap_float16(proto: onnx.ModelProto, original: Callable[[], onnx.ModelPro
                     field[k] = name[len(prefix):]
     del graph.node[:]
     graph.node.extend(kept)
+    given_back = {cast.output[0] for cast in model_casts.values()}
+    for info in [info for info in graph.value_info if info.name in given_back]:  # (typed as the merged Cast's input)
+        info.type.tensor_type.elem_type = next(a.i for a in model_casts[prefix + info.name].attribute if a.name == "to")
     return True
+
+
+def _merged_model_casts(inserted: list[onnx.NodeProto], original: Callable[[], onnx.ModelProto]
+                        ) -> dict[str, onnx.NodeProto]:
+    """For each inserted Cast ``InsertedPrecisionFreeCast_x`` reading another value than ``x``, the model's Cast
+    writing ``x`` from the value it reads (onnxruntime merged that Cast into its own), by the copy's name."""
+    merged = {node.output[0]: node for node in inserted
+              if node.input[0] != node.output[0][len(INSERTED_CAST_PREFIX):]}
+    if not merged:
+        return {}
+    by_output = {node.output[0]: node for node in original().graph.node
+                 if node.op_type == "Cast" and node.domain in ("", "ai.onnx") and len(node.output) == 1}
+    found = {}
+    for v, node in merged.items():
+        cast = by_output.get(v[len(INSERTED_CAST_PREFIX):])
+        if cast is not None and list(cast.input) == list(node.input):
+            found[v] = onnx.NodeProto()
+            found[v].CopyFrom(cast)
+    return found
 
 
 def _restored_casts(merged: list[str], names: set[str], original: Callable[[], onnx.ModelProto]

@@ -301,7 +301,8 @@ class OracleResult:
                 if p.outputs and all(self.producers.get(o) in self.real.cpu_nodes for o in p.outputs)]
 
     def _keys(self, outputs: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
-        return sorted(tuple(sorted(o for o in out if o in self.graph_outputs)) for out in outputs)
+        # (a set: onnxruntime-qnn may list a graph output twice among a partition's outputs)
+        return sorted(tuple(sorted({o for o in out if o in self.graph_outputs})) for out in outputs)
 
     @property
     def partitions_match(self) -> bool:

@@ -98,25 +98,51 @@ def compare(reference: dict[str, np.ndarray], got: dict[str, np.ndarray], precis
     return worst, ok
 
 
+def _compile(qnn, source: str, target: str, report: str) -> None:
+    """(In a child process.) Create the session that writes the EPContext model; the error, if any, to *report*."""
+    so = qnn.session_options()
+    so.add_session_config_entry("ep.context_enable", "1")
+    so.add_session_config_entry("ep.context_file_path", target)
+    so.add_session_config_entry("ep.context_embed_mode", "0")
+    try:
+        qnn.session(source, so)
+    except Exception as exc:
+        pathlib.Path(report).write_text(" ".join(str(exc).split()) or type(exc).__name__)
+
+
+def _compile_in_child(qnn, source: pathlib.Path, target: pathlib.Path) -> str | None:
+    """Compile in a child process: onnxruntime-qnn 2.7 crashes (a segmentation fault) on some models, which must not
+    end mobile-ep.  Returns the error, or ``None``."""
+    import multiprocessing
+
+    report = target.parent / f".{target.stem}.compile-error"
+    report.unlink(missing_ok=True)
+    process = multiprocessing.get_context("spawn").Process(target=_compile, args=(qnn, str(source), str(target),
+                                                                                  str(report)))
+    process.start()
+    process.join()
+    if report.exists():
+        message = report.read_text()
+        report.unlink()
+        return message
+    if process.exitcode != 0:
+        return f"onnxruntime-qnn crashed creating the session (exit code {process.exitcode})"
+    return None
+
+
 def compile_with_ep(backend, source: pathlib.Path, target: pathlib.Path, workdir: pathlib.Path) -> CompileResult:
     """Have the QNN EP compile *source* into *target* (and its context binary), then run both and compare."""
     source, target = pathlib.Path(source), pathlib.Path(target)
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     qnn = backend.execution_provider()
-    so = qnn.session_options()
-    so.add_session_config_entry("ep.context_enable", "1")
-    so.add_session_config_entry("ep.context_file_path", str(target))
-    so.add_session_config_entry("ep.context_embed_mode", "0")
     for stale in [target, *target.parent.glob(f"{target.stem}_qnn*.bin")]:
         stale.unlink(missing_ok=True)
     original = _load(source)
     result = CompileResult(backend.name, nodes=len(original.graph))
-    try:
-        qnn.session(str(source), so)
-    except Exception as exc:
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        raise CompileError(f"{source}: the QNN EP could not compile the model: {message}") from None
+    message = _compile_in_child(qnn, source, target)
+    if message is not None:
+        raise CompileError(f"{source}: the QNN EP could not compile the model: {message}")
     if not target.exists():  # the EP took nothing: no EPContext model
         return result
     result.path = str(target)

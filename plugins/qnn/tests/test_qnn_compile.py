@@ -142,7 +142,9 @@ def test_float64_inside_the_graph_runs_as_float32_within_tolerance(tmp_path):
 
 
 def test_quantized_model_compiles(tmp_path):
-    compiled = _convert(qnn_models.qdq_cnn(tmp_path), tmp_path / "out", "-O", "qnn.precision=quantized")
+    # (--no-cost-model: the toy CNN's partition saves less than its copies cost; the test is about compiling it)
+    compiled = _convert(qnn_models.qdq_cnn(tmp_path), tmp_path / "out", "-O", "qnn.precision=quantized",
+                        "--no-cost-model")
     [partition] = compiled["partitions"]
     assert partition["metadata"]["precision"] == "quantized"
     left = sorted(n.op_type for n in onnx.load(compiled["path"]).graph.node if n.op_type != "EPContext")
@@ -180,5 +182,27 @@ def test_quantize_for_qnn_then_compile(tmp_path, qnn_backend, qnn_ep):
     placement = run_oracle(qnn_backend, quantized, qnn_ep, case="quantized for qnn")
     assert placement.matches, placement.diff()
     assert len(placement.real.partitions) == 1
-    compiled = _convert(quantized, tmp_path / "out", "-O", "qnn.precision=quantized")
+    compiled = _convert(quantized, tmp_path / "out", "-O", "qnn.precision=quantized", "--no-cost-model")
     assert len(compiled["partitions"]) == 1
+
+
+def test_an_ep_crash_while_compiling_is_an_error_not_a_crash(tmp_path):
+    """onnxruntime-qnn 2.7 crashes (segmentation fault) creating a session whose graph writes an int64 graph output of
+    rank 5 (a Cast the EP takes): ``--compile`` creates that session in a child process, so the crash is a one-line
+    error of mobile-ep, with the backend's reason for the node saying the session fails."""
+    from onnx import TensorProto, helper
+
+    shape = [2, 3, 2, 2, 2]
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Cast", ["i"], ["y"], to=7, name="cast")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
+              helper.make_tensor_value_info("i", TensorProto.INT32, shape)],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, shape),
+         helper.make_tensor_value_info("y", TensorProto.INT64, shape)])
+    path = tmp_path / "crash.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), path)
+    check = CliRunner().invoke(main, ["check", str(path), "--ep", "qnn", "-v"])
+    assert check.exit_code == 0 and "int64 graph output of rank 5" in check.output and "crashes" in check.output
+    result = CliRunner().invoke(main, ["convert", str(path), "--ep", "qnn", "--compile", "-o", str(tmp_path / "o")])
+    assert result.exit_code != 0
+    assert "crashed creating the session" in result.output and "Traceback" not in result.output

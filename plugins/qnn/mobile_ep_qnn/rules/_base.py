@@ -99,7 +99,8 @@ class QnnRule(OpRule):
                 if not answer:
                     return answer
         for index, value in enumerate(node.outputs):
-            if ctx.dtype(value) == DataType.DOUBLE and ctx.is_graph_output(value):
+            if ctx.dtype(value) == DataType.DOUBLE and ctx.is_graph_output(value) and node.op_type not in (
+                    "Cast", "CastLike"):  # (a Cast to a float64 graph output builds)
                 return Support.no(f"output {index} is a float64 graph output: the QNN EP takes float64 only inside "
                                   "its graphs (computed as float32); here it fails the session")
         if unit.kind == "qdq":
@@ -108,6 +109,15 @@ class QnnRule(OpRule):
                 if dtype not in QUANTIZED and dtype != DataType.INT32:
                     return Support.no(f"a DequantizeLinear of the QDQ unit reads {type_name(dtype)}: QNN "
                                       "quantizes to 8 or 16 bits")
+                from .quantize import asymmetric_per_axis
+
+                why = asymmetric_per_axis(dq, ctx)
+                if why is not None:
+                    if node.op_type in ("Conv", "ConvTranspose"):
+                        return Support.no(f"a weight {why}: onnxruntime-qnn 2.7 takes the unit, then refuses it in "
+                                          "NHWC layout and fails the session")
+                    return Support.no(f"a DequantizeLinear of the unit reads {why}: the HTP quantizes per channel "
+                                      "symmetrically (the QNN EP leaves the unit)")
             for q in unit.q_nodes:
                 dtype = ctx.dtype(q.outputs[0])
                 if dtype not in QUANTIZED:
@@ -120,6 +130,12 @@ class QnnRule(OpRule):
                                   "needs it when it builds the graph")
         return SUPPORTED
 
+    def supports(self, unit: NodeUnit, ctx: RuleContext) -> Support:
+        answer = super().supports(unit, ctx)
+        if answer is not SUPPORTED and not answer:
+            return answer
+        return session_failure(unit, ctx)
+
     def check(self, unit: NodeUnit, ctx: RuleContext) -> Support:
         return SUPPORTED
 
@@ -129,6 +145,25 @@ class QnnRule(OpRule):
         if self.max_rank < MAX_RANK:
             items.append(f"Tensors of rank {self.max_rank} at most.")
         return items
+
+
+def session_failure(unit: NodeUnit, ctx: RuleContext) -> Support:
+    """Nodes the EP takes and then fails the session on (onnxruntime-qnn 2.7, seen with the real EP): one reading an
+    int64 graph input of rank 5 ("Failed to finalize QNN graph", MEM_ALLOC on the HTP) or writing an int64 graph
+    output of rank 5 (a segmentation fault; int64 tensors of rank 5 inside the graph are fine).  Refused, the reason saying so: the
+    model as written does not load with the QNN EP (worse than running on the CPU)."""
+    node = unit.target
+    for index, value in enumerate(node.inputs):
+        if value is not None and ctx.dtype(value) == DataType.INT64 and ctx.rank(value) == MAX_RANK:
+            ctx.reads_graph()
+            if value.is_graph_input():
+                return Support.no(f"input {index} is an int64 graph input of rank 5: onnxruntime-qnn 2.7 takes the node "
+                                  "and then fails the session ('Failed to finalize QNN graph', MEM_ALLOC on the HTP)")
+    for index, value in enumerate(node.outputs):
+        if ctx.dtype(value) == DataType.INT64 and ctx.rank(value) == MAX_RANK and ctx.is_graph_output(value):
+            return Support.no(f"output {index} is an int64 graph output of rank 5: onnxruntime-qnn 2.7 takes the node "
+                              "and then crashes creating the session (segmentation fault)")
+    return SUPPORTED
 
 
 def input_type(value: ir.Value, index: int, allowed: frozenset[DataType], ctx: RuleContext,

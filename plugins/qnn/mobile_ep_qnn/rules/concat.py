@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from ._base import SUPPORTED, QnnRule
-from .reshape import ANY_DATA
+from .reshape import MOVED_DATA
 
 
 class Concat(QnnRule):
     op_types = ("Concat",)
-    input_types = {0: ANY_DATA}
+    input_types = {0: MOVED_DATA}
 
     def check(self, unit, ctx):
         """Any axis."""
@@ -17,7 +17,7 @@ class Concat(QnnRule):
 
 class Split(QnnRule):
     op_types = ("Split",)
-    input_types = {0: ANY_DATA}
+    input_types = {0: MOVED_DATA}
     constant_inputs = {1: "split sizes"}
 
     def check(self, unit, ctx):

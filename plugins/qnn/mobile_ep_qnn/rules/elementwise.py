@@ -56,23 +56,38 @@ class Comparison(QnnRule):
 class Logical(QnnRule):
     op_types = ("And", "Or", "Xor")
     input_types = {0: frozenset({DataType.BOOL}), 1: frozenset({DataType.BOOL})}
+    #: The HTP refuses these on rank-5 tensors.
+    max_rank = 4
 
     def check(self, unit, ctx):
-        """bool operands."""
+        """bool operands of rank 4 at most."""
         return SUPPORTED
 
 
 class MaxMin(QnnRule):
     op_types = ("Max", "Min")
     input_types = {}
-    #: The HTP refuses these on rank-5 tensors (error 3110 from its op validation).
-    max_rank = 4
+
+    def check_common(self, unit, ctx):
+        node = unit.target
+        if any(v is not None and ctx.dtype(v) in INTS and ctx.rank(v) == 6 for v in node.inputs):
+            return Support.no(f"integer inputs of rank 6: onnxruntime-qnn 2.7 takes {node.op_type} and then fails the "
+                              "session ('Failed to finalize QNN graph', or a segmentation fault)")
+        return super().check_common(unit, ctx)
 
     def check(self, unit, ctx):
-        """Two or more inputs of float32, float16, int32, int64 or uint32."""
+        """Two or more inputs of float32, float16, int32, int64 or uint32; float ones of rank 4 at most (the HTP's
+        op validation refuses rank 5, error 3110), integer ones of rank 5."""
         if len([v for v in unit.target.inputs if v is not None]) < 2:
             return Support.no("one input: the QNN EP builds ElementWiseMaximum/Minimum of two or more")
-        return _same_types(unit, ctx, NUMERIC | {DataType.UINT32})
+        answer = _same_types(unit, ctx, NUMERIC | {DataType.UINT32})
+        if not answer:
+            return answer
+        for index, value in enumerate(unit.target.inputs):
+            if value is not None and ctx.dtype(value) in FLOATS | {DataType.DOUBLE} and (ctx.rank(value) or 0) > 4:
+                return Support.no(f"input {index} is a float tensor of rank {ctx.rank(value)}: the HTP takes float "
+                                  f"{unit.target.op_type} of rank 4 at most")
+        return SUPPORTED
 
 
 class MeanSum(QnnRule):
@@ -80,15 +95,22 @@ class MeanSum(QnnRule):
     input_types = {}
 
     def check(self, unit, ctx):
-        """Two or more float32 or float16 inputs."""
-        if len([v for v in unit.target.inputs if v is not None]) < 2:
+        """Two or more float32, float16, int32 or int64 inputs (Mean of float16 fails the session: the EP's divisor
+        is a float32 constant in a float16 graph)."""
+        node = unit.target
+        if len([v for v in node.inputs if v is not None]) < 2:
             return Support.no("one input: the QNN EP builds this from two or more")
+        if node.op_type == "Mean" and ctx.dtype(node.inputs[0]) == DataType.FLOAT16:
+            return Support.no("float16 inputs: onnxruntime-qnn 2.7 divides them by a float32 constant and fails the "
+                              "session ('Failed to compose Qnn graph')")
         return _same_types(unit, ctx, FLOATS | INTS)
 
 
 class Modulo(QnnRule):
     op_types = ("Mod",)
     input_types = {}
+    #: The HTP refuses Mod of rank 5.
+    max_rank = 4
 
     def check(self, unit, ctx):
         """fmod=0 (integer modulo semantics); 8- to 64-bit integers (not uint64), float32 or float16."""

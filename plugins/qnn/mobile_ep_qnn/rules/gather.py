@@ -4,28 +4,43 @@
 from __future__ import annotations
 
 from ._base import FLOATS, INTS, SUPPORTED, DataType, QnnRule, Support, attr
-from .reshape import ANY_DATA
+from .reshape import MOVED_DATA
 
 
 class Gather(QnnRule):
-    op_types = ("Gather", "GatherElements")
-    input_types = {0: ANY_DATA, 1: INTS}
+    op_types = ("Gather",)
+    input_types = {0: MOVED_DATA, 1: INTS}
 
     def check(self, unit, ctx):
-        """int32 or int64 indices (negative ones when constant)."""
+        """int32 or int64 indices (negative ones when constant); int64 data not with a scalar index."""
+        node = unit.target
+        if ctx.dtype(node.inputs[0]) == DataType.INT64 and ctx.rank(node.inputs[1]) == 0:
+            return Support.no("int64 data gathered with a scalar index: the HTP refuses it (a 1-D index is taken)")
+        return SUPPORTED
+
+
+class GatherElements(QnnRule):
+    op_types = ("GatherElements",)
+    input_types = {0: MOVED_DATA, 1: INTS}
+
+    def check(self, unit, ctx):
+        """int32 or int64 indices; at rank 5 not along axis 0 (the HTP refuses it)."""
+        node = unit.target
+        rank = ctx.rank(node.inputs[0])
+        if rank == 5 and attr(node, "axis", 0) % rank == 0:
+            return Support.no("axis 0 of a rank-5 tensor: the HTP takes GatherElements of rank 5 along other axes "
+                              "only")
         return SUPPORTED
 
 
 class GatherND(QnnRule):
     op_types = ("GatherND",)
-    #: The real EP (onnxruntime-qnn 2.7, HTP) takes float32, float16 and int32 data only: bool, int64, 8- and
-    #: 16-bit integer data stay on the CPU (the oracle: ``test_gathernd_data_types_and_ranks_as_the_real_ep``).
     input_types = {0: FLOATS | {DataType.INT32}, 1: INTS}
-    #: ... and data and indices of rank 4 at most (a rank-5 one stays on the CPU, as Neg's does).
+    #: The HTP refuses GatherNd of rank 5.
     max_rank = 4
 
     def check(self, unit, ctx):
-        """batch_dims=0; float32, float16 or int32 data (bool, int64, 8- and 16-bit data stay on the CPU)."""
+        """float32, float16 (or a QDQ unit) or int32 data (the HTP refuses int64 and bool); batch_dims=0."""
         if attr(unit.target, "batch_dims", 0) != 0:
             return Support.no("batch_dims other than 0: QNN's GatherNd is built with batch_dims=0")
         return SUPPORTED
@@ -33,19 +48,26 @@ class GatherND(QnnRule):
 
 class ScatterElements(QnnRule):
     op_types = ("ScatterElements",)
-    input_types = {0: ANY_DATA, 1: INTS}
+    input_types = {0: FLOATS | INTS | {DataType.UINT8, DataType.UINT16}, 1: INTS}
+    #: The HTP refuses ScatterElements of rank 5.
+    max_rank = 4
 
     def check(self, unit, ctx):
-        """No reduction."""
-        reduction = attr(unit.target, "reduction", "none")
-        if reduction != "none":
-            return Support.no(f"reduction={reduction}: the QNN EP takes ScatterElements without reduction")
+        """float32, float16, int32, int64, uint8 or uint16 data (no int8 or bool); no reduction, or add, mul or max
+        on integer data (not on float, no min)."""
+        node = unit.target
+        reduction = attr(node, "reduction", "none")
+        if reduction == "none":
+            return SUPPORTED
+        if reduction == "min" or ctx.dtype(node.inputs[0]) not in INTS | {DataType.UINT8, DataType.UINT16}:
+            return Support.no(f"reduction={reduction} on {ctx.dtype(node.inputs[0]).name.lower()} data: the QNN EP "
+                              "takes ScatterElements with add, mul or max on int32, int64, uint8 or uint16 only")
         return SUPPORTED
 
 
 class ScatterND(QnnRule):
     op_types = ("ScatterND",)
-    input_types = {0: ANY_DATA, 1: INTS}
+    input_types = {0: MOVED_DATA, 1: INTS}
 
     def check(self, unit, ctx):
         """No reduction, add or mul."""

@@ -1,15 +1,21 @@
-"""MatMul and Gemm (``matmul_op_builder.cc``, ``gemm_op_builder.cc``): QNN MatMul and FullyConnected."""
+"""MatMul, Gemm and Einsum (``matmul_op_builder.cc``, ``gemm_op_builder.cc``, ``einsum_op_builder.cc``): QNN MatMul
+and FullyConnected."""
 
 from __future__ import annotations
 
-from ._base import SUPPORTED, QnnRule, Support, attr
+from ._base import FLOATS, SUPPORTED, QnnRule, Support, attr
 
 
 class MatMul(QnnRule):
     op_types = ("MatMul",)
 
     def check(self, unit, ctx):
-        """float32/float16 or a QDQ unit; both operands may be activations; broadcasting batch dims."""
+        """float32/float16 or a QDQ unit; both operands may be activations; broadcasting batch dims; at rank 5 both
+        operands of rank 5 (the HTP refuses broadcasting a lower-rank operand there)."""
+        ranks = [ctx.rank(v) for v in unit.target.inputs[:2]]
+        if 5 in ranks and ranks[0] != ranks[1]:
+            return Support.no(f"operands of rank {ranks[0]} and {ranks[1]}: the HTP takes MatMul of rank 5 with both "
+                              "operands of rank 5 only")
         return SUPPORTED
 
 
@@ -21,4 +27,55 @@ class Gemm(QnnRule):
         node = unit.target
         if attr(node, "alpha", 1.0) != 1.0 or attr(node, "beta", 1.0) != 1.0:
             return Support.no("alpha or beta is not 1: QNN's FullyConnected has no scaling")
+        return SUPPORTED
+
+
+def _terms(equation: str) -> tuple[str, str, str] | None:
+    """The two input terms and the result of *equation* when the EP parses it: ``a,b->c``, lowercase letters
+    only, each of two letters or more (no ellipsis)."""
+    text = equation.replace(" ", "")
+    lhs, arrow, result = text.partition("->")
+    first, comma, second = lhs.partition(",")
+    if not arrow or not comma or "," in second:
+        return None
+    if any(len(t) < 2 or not (t.isascii() and t.isalpha() and t.islower()) for t in (first, second, result)):
+        return None
+    return first, second, result
+
+
+def einsum_form(equation: str) -> str | None:
+    """Which matrix product the QNN EP builds *equation* as (``matmul``, ``transpose_b``, ``broadcast_transpose_b``,
+    ``transpose_all``), or ``None``."""
+    terms = _terms(equation)
+    if terms is None:
+        return None
+    a, b, r = terms
+    if len(a) == len(b) == len(r) and a[:-2] == b[:-2] == r[:-2] and a[-2] == r[-2]:
+        if a[-1] == b[-2] and b[-1] == r[-1]:
+            return "matmul"
+        if a[-1] == b[-1] and b[-2] == r[-1]:
+            return "transpose_b"
+    if (len(a), len(b), len(r)) == (4, 3, 4) and a[2] == r[2] and a[3] == b[2] and b[1] == r[3] and a[:2] == r[:2] \
+            and b[0] == r[1]:
+        return "broadcast_transpose_b"
+    if len(a) == len(b) == len(r) == 4 and a[0] == b[0] == r[0] and a[3] == r[3] and a[1] == b[3] and b[1] == r[1]:
+        return "transpose_all"
+    return None
+
+
+class Einsum(QnnRule):
+    op_types = ("Einsum",)
+    input_types = {0: FLOATS, 1: FLOATS}
+
+    def check(self, unit, ctx):
+        """Two inputs and an equation the EP builds as a matrix product (``einsum_op_builder.cc``): ``...ij,...jk->
+        ...ik`` (same batch letters), ``...ij,...kj->...ik``, ``bhwc,hkc->bhwk``, or the four-letter ``bchq,bkhc->
+        bkhq`` form; lowercase letters, two or more per term, no ellipsis."""
+        node = unit.target
+        if len([v for v in node.inputs if v is not None]) != 2:
+            return Support.no("not two inputs: the QNN EP builds Einsum of two inputs as a MatMul")
+        equation = attr(node, "equation", "")
+        if einsum_form(equation) is None:
+            return Support.no(f"equation {equation!r}: the QNN EP builds only matrix-product equations (ij,jk->ik, "
+                              "ij,kj->ik with the same leading letters, bhwc,hkc->bhwk, bchq,bkhc->bkhq)")
         return SUPPORTED

@@ -9,6 +9,8 @@ from ._base import SUPPORTED, QnnRule, Support, attr
 
 class BatchNormalization(QnnRule):
     op_types = ("BatchNormalization",)
+    #: The HTP refuses BatchNorm of rank 5.
+    max_rank = 4
     constant_inputs = {1: "scale", 2: "bias", 3: "mean", 4: "variance"}
 
     def check(self, unit, ctx):
@@ -21,6 +23,8 @@ class BatchNormalization(QnnRule):
 
 class InstanceNormalization(QnnRule):
     op_types = ("InstanceNormalization",)
+    #: The HTP refuses InstanceNorm of rank 5.
+    max_rank = 4
 
     def check(self, unit, ctx):
         """float32/float16 or a QDQ unit."""
@@ -62,13 +66,20 @@ class GroupNormalization(QnnRule):
 
 class LayerNormalization(QnnRule):
     op_types = ("LayerNormalization",)
+    #: The HTP refuses LayerNorm of rank 5.
+    max_rank = 4
     constant_inputs = {1: "scale", 2: "bias"}
 
     def check(self, unit, ctx):
-        """Constant scale and bias; only the normalized output."""
-        outputs = [v for v in unit.target.outputs[1:] if v is not None and v.name]
+        """Constant scale and bias; only the normalized output; over the last axis only; rank 4 at most."""
+        node = unit.target
+        outputs = [v for v in node.outputs[1:] if v is not None and v.name]
         if outputs:
             return Support.no("the mean or inverse-deviation output: QNN's LayerNorm has only the result")
+        rank = ctx.rank(node.inputs[0])
+        axis = attr(node, "axis", -1)
+        if rank is not None and axis not in (-1, rank - 1):
+            return Support.no(f"axis={axis} of a rank-{rank} input: the HTP normalizes over the last axis only")
         return SUPPORTED
 
 
@@ -82,6 +93,8 @@ class LRN(QnnRule):
 
 class LpNormalization(QnnRule):
     op_types = ("LpNormalization",)
+    #: The HTP refuses L2Norm of rank 5.
+    max_rank = 4
 
     def check(self, unit, ctx):
         """p=2 (QNN's L2Norm)."""

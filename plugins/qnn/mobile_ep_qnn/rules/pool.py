@@ -3,7 +3,7 @@ whole plane; 1-D pooling as 2-D."""
 
 from __future__ import annotations
 
-from ._base import SUPPORTED, QnnRule, Support, attr
+from ._base import SUPPORTED, DataType, QnnRule, Support, attr
 
 
 def _no_dilation(node) -> Support:
@@ -14,6 +14,14 @@ def _no_dilation(node) -> Support:
 
 class MaxPool(QnnRule):
     op_types = ("MaxPool",)
+
+    def check_common(self, unit, ctx):
+        node = unit.target
+        dtype = ctx.dtype(node.inputs[0])
+        if dtype in (DataType.UINT8, DataType.INT8) and ctx.rank(node.inputs[0]) in (3, 4):
+            return Support.no(f"a plain {dtype.name.lower()} input: onnxruntime-qnn 2.7 takes MaxPool of it, then "
+                              "refuses it in NHWC layout and fails the session")
+        return super().check_common(unit, ctx)
 
     def check(self, unit, ctx):
         """1-D or 2-D, no dilation, no indices output."""
@@ -41,10 +49,12 @@ class GlobalPool(QnnRule):
     op_types = ("GlobalAveragePool", "GlobalMaxPool")
 
     def check(self, unit, ctx):
-        """1-D or 2-D (rank 3 or 4) input."""
+        """1-D to 3-D planes (rank 3 to 5); GlobalMaxPool 1-D or 2-D."""
         rank = ctx.rank(unit.target.inputs[0])
         if rank not in (3, 4, 5):
             return Support.no(f"rank-{rank} input: QNN global pooling is over 1-D to 3-D planes")
+        if rank == 5 and unit.target.op_type == "GlobalMaxPool":
+            return Support.no("rank 5: the HTP takes GlobalMaxPool over 1-D or 2-D planes only")
         return SUPPORTED
 
 
@@ -52,11 +62,11 @@ class LpPool(QnnRule):
     op_types = ("LpPool",)
 
     def check(self, unit, ctx):
-        """p=2 (QNN's L2 pooling), 2-D, no dilation."""
+        """p=1 or 2, 1-D or 2-D, no dilation."""
         node = unit.target
-        if attr(node, "p", 2) != 2:
-            return Support.no("p other than 2: QNN pools with the L2 norm only")
+        if attr(node, "p", 2) not in (1, 2):
+            return Support.no("p other than 1 or 2: the QNN EP pools with the L1 or L2 norm only")
         rank = ctx.rank(node.inputs[0])
-        if rank != 4:
-            return Support.no(f"rank-{rank} input: QNN's L2 pooling is 2-D")
+        if rank not in (3, 4):
+            return Support.no(f"rank-{rank} input: QNN's L2 pooling is 1-D or 2-D")
         return _no_dilation(node)

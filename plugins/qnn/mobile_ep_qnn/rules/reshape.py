@@ -5,9 +5,26 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ._base import FLOATS, INTS, MAX_RANK, QUANTIZED, SUPPORTED, DataType, QnnRule, attr
+from ._base import FLOATS, INTS, MAX_RANK, SUPPORTED, DataType, QnnRule, Support, attr
 
-ANY_DATA = FLOATS | INTS | QUANTIZED | {DataType.BOOL}
+#: The types the EP reshapes and slices outside QDQ units (no int8, uint16, int16 tensors there).
+ANY_DATA = FLOATS | INTS | {DataType.UINT8, DataType.BOOL}
+#: The types the EP gathers, concatenates, transposes, tiles and expands outside QDQ units (no 8- or 16-bit
+#: integers there: a quantized tensor is moved only inside a QDQ unit, which reads it dequantized).
+MOVED_DATA = FLOATS | INTS | {DataType.BOOL}
+
+
+def rank_limit(unit, ctx, limits: dict[DataType, int], index: int = 0) -> Support:
+    """Input *index*'s type has a lower rank limit on the HTP than the op's (*limits*: type -> highest rank of the
+    input and the output)."""
+    value = unit.target.inputs[index]
+    dtype = ctx.dtype(value)
+    rank = max((ctx.rank(v) or 0 for v in (value, unit.target.outputs[0]) if v is not None), default=0)
+    limit = limits.get(dtype)
+    if limit is not None and rank is not None and rank > limit:
+        return Support.no(f"a {dtype.name.lower()} tensor of rank {rank}: the HTP takes {unit.target.op_type} of "
+                          f"{dtype.name.lower()} of rank {limit} at most")
+    return SUPPORTED
 
 #: The SpaceToDepth permutations, which the EP's rank-6 fusion leaves to its SpaceToDepth fusion.
 _SPACE_TO_DEPTH_PERMS = ((0, 3, 5, 1, 2, 4), (0, 1, 3, 5, 2, 4))

@@ -11,7 +11,8 @@ class Resize(QnnRule):
 
     def check(self, unit, ctx):
         """nearest or linear; cubic only given sizes; no antialias, no tf_crop_and_resize, no half_pixel_symmetric,
-        no exclude_outside."""
+        no exclude_outside; nearest: at rank 4 not round_prefer_floor or ceil with asymmetric coordinates, at other
+        ranks floor (half_pixel, asymmetric) or round_prefer_ceil (align_corners) only."""
         node = unit.target
         mode = attr(node, "mode", "nearest")
         transform = attr(node, "coordinate_transformation_mode", "half_pixel")
@@ -21,6 +22,10 @@ class Resize(QnnRule):
             return Support.no(f"coordinate_transformation_mode={transform}: QNN's Resize has no such mode")
         if attr(node, "exclude_outside", 0):
             return Support.no("exclude_outside=1: QNN's Resize does not take it")
+        if mode == "nearest":
+            answer = _nearest(attr(node, "nearest_mode", "round_prefer_floor"), transform, ctx.rank(node.inputs[0]))
+            if not answer:
+                return answer
         if mode == "cubic":
             sizes = node.inputs[3] if len(node.inputs) > 3 else None
             if sizes is None:
@@ -41,3 +46,27 @@ class GridSample(QnnRule):
         if rank != 4:
             return Support.no(f"rank-{rank} input: QNN's GridSample is 2-D")
         return SUPPORTED
+
+
+#: Nearest-neighbour modes (nearest_mode, coordinate_transformation_mode) the HTP takes, by rank: rank 4 (QNN's
+#: ResizeNearestNeighbor) refuses rounding half down or ceil with asymmetric coordinates; other ranks (QNN's
+#: Resize) take floor with half_pixel or asymmetric and round_prefer_ceil with align_corners.
+_NEAREST_REFUSED_RANK4 = {("round_prefer_floor", "asymmetric"), ("ceil", "asymmetric")}
+_NEAREST_TAKEN_OTHER_RANKS = {("floor", "half_pixel"), ("floor", "asymmetric"), ("round_prefer_ceil", "align_corners")}
+
+
+def _nearest(nearest_mode: str, transform: str, rank: int | None) -> Support:
+    if rank == 4:
+        if (nearest_mode, transform) in _NEAREST_REFUSED_RANK4:
+            return Support.no(f"nearest_mode={nearest_mode} with {transform} coordinates: the HTP's "
+                              "ResizeNearestNeighbor refuses it")
+        return SUPPORTED
+    if (nearest_mode, transform) == ("floor", "align_corners"):
+        return Support.no(f"nearest_mode=floor with align_corners coordinates at rank {rank}: onnxruntime-qnn 2.7 "
+                          "takes it, then refuses it in NHWC layout and fails the session")
+    if (nearest_mode, transform) not in _NEAREST_TAKEN_OTHER_RANKS and transform in (
+            "half_pixel", "asymmetric", "align_corners"):
+        return Support.no(f"nearest_mode={nearest_mode} with {transform} coordinates at rank {rank}: the HTP's Resize "
+                          "refuses it (at rank 3 or 5 it takes floor with half_pixel or asymmetric coordinates, "
+                          "round_prefer_ceil with align_corners)")
+    return SUPPORTED

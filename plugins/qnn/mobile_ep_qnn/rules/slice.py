@@ -1,10 +1,10 @@
 """Slice, Pad, Tile, Expand, TopK (``slice_op_builder.cc``, ``pad_op_builder.cc``, ``tile_op_builder.cc``,
-``expand_op_builder.cc``, ``topk_op_builder.cc``): their parameters are read when the graph is built."""
+``expand_op_builder.cc``, ``topk_op_builder.cc``, ``cumsum_op_builder.cc``): their parameters are read when the graph is built."""
 
 from __future__ import annotations
 
-from ._base import SUPPORTED, QnnRule, Support, attr
-from .reshape import ANY_DATA
+from ._base import FLOATS, INTS, MAX_RANK, SUPPORTED, DataType, QnnRule, Support, attr
+from .reshape import ANY_DATA, MOVED_DATA, rank_limit
 
 
 class Slice(QnnRule):
@@ -22,46 +22,62 @@ class Pad(QnnRule):
     constant_inputs = {1: "pads", 2: "constant value", 3: "axes"}
 
     def check(self, unit, ctx):
-        """Constant pads; no axes input; constant, reflect or edge mode."""
+        """Constant pads; no axes input; constant, reflect or edge mode (constant only at rank 5)."""
         if len(unit.target.inputs) > 3 and unit.target.inputs[3] is not None:
             return Support.no("an axes input (input 3): QNN's Pad pads every axis; the QNN EP takes no axes")
         mode = attr(unit.target, "mode", "constant")
         if mode not in ("constant", "reflect", "edge"):
             return Support.no(f"mode {mode!r}: QNN pads in constant, reflect or edge mode")
+        if mode != "constant" and ctx.rank(unit.target.inputs[0]) == MAX_RANK:
+            return Support.no(f"mode {mode!r} on a rank-5 tensor: the HTP pads rank 5 in constant mode only")
         return SUPPORTED
 
 
 class Tile(QnnRule):
     op_types = ("Tile",)
-    input_types = {0: ANY_DATA}
+    input_types = {0: MOVED_DATA}
     constant_inputs = {1: "repeats"}
 
     def check(self, unit, ctx):
-        """Constant repeats."""
-        return SUPPORTED
+        """Constant repeats; float32, float16 (or a QDQ unit) of any rank, int32, int64 or bool of rank 4 at most."""
+        return rank_limit(unit, ctx, {DataType.INT32: 4, DataType.INT64: 4, DataType.BOOL: 4})
 
 
 class Expand(QnnRule):
     op_types = ("Expand",)
-    input_types = {0: ANY_DATA}
+    input_types = {0: MOVED_DATA}
     constant_inputs = {1: "shape"}
 
     def check(self, unit, ctx):
-        """A constant shape."""
-        return SUPPORTED
+        """A constant shape; float32, float16 (or a QDQ unit), int32, int64; bool of rank 4 at most."""
+        return rank_limit(unit, ctx, {DataType.BOOL: 4})
 
 
 class TopK(QnnRule):
     op_types = ("TopK",)
+    input_types = {0: FLOATS | INTS}
     constant_inputs = {1: "k"}
+    #: The HTP refuses TopK of rank 5.
+    max_rank = 4
 
     def check(self, unit, ctx):
-        """Constant k along the last axis, largest=1."""
+        """float32, float16, int32 or int64; constant k; any axis, largest or smallest (the EP transposes the axis
+        last and negates for the smallest); rank 4 at most."""
+        return SUPPORTED
+
+
+class CumSum(QnnRule):
+    op_types = ("CumSum",)
+    input_types = {0: FLOATS | INTS}
+    constant_inputs = {1: "axis"}
+    #: The HTP refuses CumSum of rank 5.
+    max_rank = 4
+
+    def check(self, unit, ctx):
+        """float32, float16, int32 or int64; a constant axis; exclusive=0 and reverse=0 (QNN's CumulativeSum);
+        rank 4 at most."""
         node = unit.target
-        rank = ctx.rank(node.inputs[0])
-        axis = attr(node, "axis", -1)
-        if rank is not None and axis not in (-1, rank - 1):
-            return Support.no("an axis that is not the last: QNN's TopK works on the last axis")
-        if attr(node, "largest", 1) != 1:
-            return Support.no("largest=0: QNN's TopK gives the largest values only")
+        for name in ("exclusive", "reverse"):
+            if attr(node, name, 0):
+                return Support.no(f"{name}=1: the QNN EP takes CumSum with exclusive=0 and reverse=0 only")
         return SUPPORTED

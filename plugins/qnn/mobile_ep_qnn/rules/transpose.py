@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from ._base import SUPPORTED, QnnRule
-from .reshape import ANY_DATA, in_rank6_fusion
+from ._base import FLOATS, SUPPORTED, DataType, QnnRule
+from .reshape import in_rank6_fusion, rank_limit
 
 
 class Transpose(QnnRule):
     op_types = ("Transpose",)
-    input_types = {0: ANY_DATA}
+    input_types = {0: FLOATS | {DataType.INT32, DataType.BOOL}}
 
     def builds_at_lower_rank(self, unit, ctx):
         return in_rank6_fusion(unit.target, ctx)
 
     def check(self, unit, ctx):
         """Any permutation of a tensor of rank 5 at most (rank 6 inside the EP's rank-6 to rank-5 fusion of
-        Reshape -> Transpose -> Reshape)."""
-        return SUPPORTED
+        Reshape -> Transpose -> Reshape); float32, float16 (or a QDQ unit), bool; int32 of rank 4 at most (no
+        int64)."""
+        return rank_limit(unit, ctx, {DataType.INT32: 4})
 
 
 class DepthSpace(QnnRule):

@@ -8,22 +8,41 @@ from ._base import FLOATS, INTS, SUPPORTED, DataType, QnnRule, Support
 
 
 class FloatUnary(QnnRule):
-    op_types = ("Exp", "Sigmoid", "Reciprocal", "Gelu", "HardSwish", "LeakyRelu", "Relu", "ThresholdedRelu")
+    op_types = ("Exp", "Sigmoid", "Reciprocal", "Gelu", "LeakyRelu", "Relu", "ThresholdedRelu", "IsNaN")
 
     def check(self, unit, ctx):
         """float32 or float16 input."""
         return SUPPORTED
 
+    def check_common(self, unit, ctx):
+        failure = _fails_at_rank5(unit, ctx, ("IsNaN",), lowest=6)
+        return failure if failure is not None else super().check_common(unit, ctx)
+
 
 class FloatUnaryRank4(QnnRule):
     op_types = ("Ceil", "Cos", "Floor", "Log", "Round", "Sin", "Sqrt", "Tanh", "Atan", "Elu", "HardSigmoid", "Selu",
-                "IsNaN", "Softplus", "Tan")
+                "Softplus", "Tan", "HardSwish")
     #: The HTP refuses these on rank-5 tensors (error 3110 from its op validation).
     max_rank = 4
 
     def check(self, unit, ctx):
         """float32 or float16 input."""
         return SUPPORTED
+
+    def check_common(self, unit, ctx):
+        failure = _fails_at_rank5(unit, ctx, ("Tan",))
+        return failure if failure is not None else super().check_common(unit, ctx)
+
+
+def _fails_at_rank5(unit, ctx, ops, lowest: int = 5) -> Support | None:
+    """The refusal of a node of *ops* of rank *lowest* or more, which onnxruntime-qnn 2.7 takes and then fails the
+    session on."""
+    node = unit.target
+    rank = ctx.rank(node.inputs[0])
+    if node.op_type in ops and rank is not None and rank >= lowest and ctx.dtype(node.inputs[0]) in FLOATS:
+        return Support.no(f"rank {rank}: onnxruntime-qnn 2.7 takes {node.op_type} of rank {rank} and then fails the "
+                          "session ('Failed to finalize QNN graph')")
+    return None
 
 
 class Abs(QnnRule):
@@ -37,18 +56,24 @@ class Abs(QnnRule):
 
 class NegSign(QnnRule):
     op_types = ("Neg", "Sign")
-    input_types = {0: FLOATS | INTS}
+    input_types = {0: FLOATS}
     #: The HTP refuses these on rank-5 tensors (error 3110 from its op validation).
     max_rank = 4
 
     def check(self, unit, ctx):
-        """float32, float16, int32 or int64 input."""
+        """float32 or float16 input (the HTP refuses integer ones)."""
         return SUPPORTED
+
+    def check_common(self, unit, ctx):
+        failure = _fails_at_rank5(unit, ctx, ("Sign",))
+        return failure if failure is not None else super().check_common(unit, ctx)
 
 
 class Not(QnnRule):
     op_types = ("Not",)
     input_types = {0: frozenset({DataType.BOOL})}
+    #: The HTP refuses Not of rank 5.
+    max_rank = 4
 
     def check(self, unit, ctx):
         """A bool input."""

@@ -1,0 +1,439 @@
+"""Boundaries of the QNN rules, each pinned to a one- or two-node graph and judged by the real QNN EP
+(onnxruntime-qnn on the HTP simulator, through the oracle): a case on each side of each boundary."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto, helper, numpy_helper
+
+from mobile_ep.cli.main import main
+from mobile_ep.testing import run_oracle
+
+T = TensorProto
+DTYPES = {"f32": T.FLOAT, "f16": T.FLOAT16, "i32": T.INT32, "i64": T.INT64, "u8": T.UINT8, "i8": T.INT8,
+          "u16": T.UINT16, "i16": T.INT16, "bool": T.BOOL}
+
+
+def graph_model(nodes, inputs, outputs, inits=(), opset=17) -> onnx.ModelProto:
+    """A model of *nodes*; *inputs* and *outputs* as (name, element type, shape)."""
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(*i) for i in inputs],
+                              [helper.make_tensor_value_info(*o) for o in outputs], initializer=list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+
+
+def one_node(op, inputs, outputs, inits=(), opset=17, **attrs) -> onnx.ModelProto:
+    """One node *op* named ``op`` reading *inputs* then the initializers *inits*."""
+    node = helper.make_node(op, [i[0] for i in inputs] + [t.name for t in inits], [o[0] for o in outputs],
+                            name="op", **attrs)
+    return graph_model([node], inputs, outputs, inits, opset)
+
+
+def const(name, value, dtype=None):
+    return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
+
+
+def taken(qnn_backend, qnn_ep, model, case) -> bool:
+    """Whether the real EP takes node ``op``, after checking that the backend predicts the same placement."""
+    result = run_oracle(qnn_backend, model, qnn_ep, case=case)
+    assert result.built, result.diff()
+    assert result.matches, result.diff()
+    return "op" in result.real_nodes
+
+
+# -- the internal error: a Cast to float16 that onnxruntime merges with the Cast it inserts -----------------------
+@pytest.mark.parametrize("source", ["u8", "bool", "i64"])
+def test_cast_to_float16_feeding_a_matmul_is_checked_as_the_real_ep(qnn_backend, qnn_ep, tmp_path, source):
+    """The CPU EP has no float16 MatMul: onnxruntime inserts a Cast to float32 before it and merges it with the
+    model's Cast (uint8 -> float16 -> float32 in one Cast).  The model's Cast is given back: ``check`` ends
+    normally, and the EP takes both nodes, as predicted."""
+    model = graph_model([helper.make_node("Cast", ["x"], ["c"], to=T.FLOAT16, name="cast"),
+                         helper.make_node("MatMul", ["c", "w"], ["y"], name="mm")],
+                        [("x", DTYPES[source], [2, 3, 4])], [("y", T.FLOAT16, [2, 3, 5])],
+                        [const("w", np.ones((4, 5)), np.float16)])
+    result = run_oracle(qnn_backend, model, qnn_ep, case=f"cast {source} to float16")
+    assert result.matches, result.diff()
+    assert {result.nodes[n] for n in result.real_nodes} == {"Cast", "MatMul"}
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    run = CliRunner().invoke(main, ["check", str(path), "--ep", "qnn", "-O", "qnn.soc_model=60"])
+    assert run.exit_code == 0, run.output
+    assert "internal error" not in run.output and "2/2 nodes claimed" in run.output
+
+
+# -- one node, its types, ranks and attributes: (case, model, whether the real EP takes it) ---------------------------
+def _unary(op, dtype, shape, opset=17, out=None, **attrs):
+    return one_node(op, [("x", DTYPES[dtype], shape)], [("y", DTYPES[out or dtype], None)], opset=opset, **attrs)
+
+
+def _with(op, dtype, shape, inits, opset=17, outputs=1, **attrs):
+    outs = [("y", DTYPES[dtype], None)] + [(f"y{i}", T.INT64, None) for i in range(1, outputs)]
+    return one_node(op, [("x", DTYPES[dtype], shape)], outs, inits, opset=opset, **attrs)
+
+
+def _binary(op, dtype, shape, **attrs):
+    return one_node(op, [("a", DTYPES[dtype], shape), ("b", DTYPES[dtype], shape)], [("y", 0, None)], **attrs)
+
+
+def _reduce(op, dtype, shape, axes, opset=18):
+    return _with(op, dtype, shape, [const("axes", axes, np.int64)], opset=opset)
+
+
+def _topk(dtype, shape, **attrs):
+    return _with("TopK", dtype, shape, [const("k", [2], np.int64)], opset=13, outputs=2, **attrs)
+
+
+def _cumsum(dtype, shape, **attrs):
+    return _with("CumSum", dtype, shape, [const("axis", 1, np.int64)], opset=14, **attrs)
+
+
+def _layer_norm(shape, axis):
+    normalized = shape[axis % len(shape):]
+    return _with("LayerNormalization", "f32", shape, [const("scale", np.ones(normalized), np.float32),
+                                                       const("bias", np.zeros(normalized), np.float32)], axis=axis)
+
+
+def _einsum(equation, a, b):
+    return one_node("Einsum", [("a", T.FLOAT, a), ("b", T.FLOAT, b)], [("y", T.FLOAT, None)], opset=12,
+                    equation=equation)
+
+
+def _resize(shape, nearest_mode, transform):
+    scales = [1.0, 1.0] + [2.0] * (len(shape) - 2)
+    return _with("Resize", "f32", shape, [const("roi", [], np.float32), const("scales", scales, np.float32)],
+                 opset=13, mode="nearest", nearest_mode=nearest_mode, coordinate_transformation_mode=transform)
+
+
+def _pad(shape, mode):
+    return _with("Pad", "f32", shape, [const("pads", [0, 0] + [1] * (len(shape) - 2) + [0, 0] + [1] * (len(shape) - 2),
+                                             np.int64)], mode=mode)
+
+
+R2, R4, R5 = [3, 4], [2, 3, 2, 2], [2, 3, 2, 2, 2]
+CASES = [
+    # class 2: integer reductions, TopK, ArgMax, Clip
+    ("reducesum_int32", lambda: _reduce("ReduceSum", "i32", [2, 3, 4], [1]), True),
+    ("reducesum_int64_rank5", lambda: _reduce("ReduceSum", "i32", R5, [1, 2]), True),
+    ("reducemax_int64", lambda: _reduce("ReduceMax", "i64", [2, 3, 4], [1]), True),
+    ("reducemin_int32", lambda: _reduce("ReduceMin", "i32", [2, 3, 4], [1]), True),
+    ("reducemax_int32_rank5", lambda: _reduce("ReduceMax", "i32", R5, [1]), False),
+    ("reducemean_int32", lambda: _reduce("ReduceMean", "i32", [2, 3, 4], [1]), False),
+    ("argmax_int32", lambda: _unary("ArgMax", "i32", [2, 3, 4], out="i64", axis=1), True),
+    ("argmin_int32", lambda: _unary("ArgMin", "i32", [2, 3, 4], out="i64", axis=1), False),
+    ("topk_int64", lambda: _topk("i64", [2, 3, 4]), True),
+    ("clip_int32", lambda: _with("Clip", "i32", R2, [const("lo", 1, np.int32), const("hi", 5, np.int32)], opset=13), True),
+    ("clip_int64_no_bounds", lambda: _unary("Clip", "i64", R2, opset=13), True),
+    # class 3: Einsum in matrix-product form
+    ("einsum_bhij_bhjk", lambda: _einsum("bhij,bhjk->bhik", [1, 2, 3, 4], [1, 2, 4, 5]), True),
+    ("einsum_bij_bkj", lambda: _einsum("bij,bkj->bik", [2, 3, 4], [2, 5, 4]), True),
+    ("einsum_ij_jk", lambda: _einsum("ij,jk->ik", [3, 4], [4, 5]), True),
+    ("einsum_bhwc_hkc", lambda: _einsum("bhwc,hkc->bhwk", [1, 2, 3, 4], [2, 5, 4]), True),
+    ("einsum_bchq_bkhc", lambda: _einsum("bchq,bkhc->bkhq", [1, 4, 3, 6], [1, 5, 3, 4]), True),
+    ("einsum_bhji_bhjk", lambda: _einsum("bhji,bhjk->bhik", [1, 2, 4, 3], [1, 2, 4, 5]), False),
+    ("einsum_abc_cd", lambda: _einsum("abc,cd->abd", [2, 3, 4], [4, 5]), False),
+    ("einsum_ellipsis", lambda: _einsum("...ij,...jk->...ik", [2, 3, 4], [2, 4, 5]), False),
+    # class 4: plain 8/16-bit tensors moved, integer Neg/Sign, rank-5 bool and int
+    ("gather_uint8", lambda: _with("Gather", "u8", R2, [const("i", [0, 2], np.int64)]), False),
+    ("gather_bool", lambda: _with("Gather", "bool", R2, [const("i", [0, 2], np.int64)]), True),
+    ("concat_uint8", lambda: _binary("Concat", "u8", R2, axis=0), False),
+    ("concat_int32", lambda: _binary("Concat", "i32", R2, axis=0), True),
+    ("transpose_uint8", lambda: _unary("Transpose", "u8", R2), False),
+    ("transpose_int64", lambda: _unary("Transpose", "i64", R2), False),
+    ("transpose_int32", lambda: _unary("Transpose", "i32", R2), True),
+    ("transpose_int32_rank5", lambda: _unary("Transpose", "i32", R5), False),
+    ("transpose_bool_rank5", lambda: _unary("Transpose", "bool", R5), True),
+    ("expand_uint8", lambda: _with("Expand", "u8", [1, 4], [const("s", [3, 4], np.int64)]), False),
+    ("expand_bool_rank5", lambda: _with("Expand", "bool", [1, 3, 1, 2, 2], [const("s", [2, 3, 1, 2, 2], np.int64)]),
+     False),
+    ("expand_bool_rank4", lambda: _with("Expand", "bool", [1, 3, 2, 2], [const("s", [2, 3, 2, 2], np.int64)]), True),
+    ("tile_uint8", lambda: _with("Tile", "u8", R2, [const("r", [2, 1], np.int64)]), False),
+    ("tile_bool_rank5", lambda: _with("Tile", "bool", R5, [const("r", [2, 1, 1, 1, 1], np.int64)]), False),
+    ("tile_float_rank5", lambda: _with("Tile", "f32", R5, [const("r", [2, 1, 1, 1, 1], np.int64)]), True),
+    ("reshape_uint8", lambda: _with("Reshape", "u8", R2, [const("s", [12], np.int64)]), True),
+    ("reshape_int8", lambda: _with("Reshape", "i8", R2, [const("s", [12], np.int64)]), False),
+    ("gatherelements_rank5_axis0", lambda: _with("GatherElements", "f32", R5, [const("i", np.zeros(R5), np.int64)]),
+     False),
+    ("gatherelements_rank5_axis1", lambda: _with("GatherElements", "f32", R5, [const("i", np.zeros(R5), np.int64)],
+                                                 axis=1), True),
+    ("gatherelements_rank4", lambda: _with("GatherElements", "f32", R4, [const("i", np.zeros(R4), np.int64)]), True),
+    ("neg_int32", lambda: _unary("Neg", "i32", R2), False),
+    ("neg_float", lambda: _unary("Neg", "f32", R2), True),
+    ("sign_int64", lambda: _unary("Sign", "i64", R2), False),
+    ("and_rank5", lambda: _binary("And", "bool", R5), False),
+    ("and_rank4", lambda: _binary("And", "bool", R4), True),
+    ("not_rank5", lambda: _unary("Not", "bool", R5), False),
+    ("identity_int32_rank5", lambda: _unary("Identity", "i32", R5), False),
+    ("max_int32_rank5", lambda: _binary("Max", "i32", R5), True),
+    ("max_float_rank5", lambda: _binary("Max", "f32", R5), False),
+    ("add_int64_rank5_inside", lambda: graph_model(
+        [helper.make_node("Cast", ["x"], ["c"], to=T.INT64), helper.make_node("Add", ["c", "c"], ["a"], name="op"),
+         helper.make_node("Cast", ["a"], ["y"], to=T.INT32)], [("x", T.INT32, R5)], [("y", T.INT32, R5)]), True),
+    ("mod_rank5", lambda: _binary("Mod", "i32", R5), False),
+    ("isnan_rank5", lambda: _unary("IsNaN", "f32", R5, out="bool"), True),
+    # class 5: LayerNormalization over the last axis only, rank 4 at most
+    ("layernorm_last_axis", lambda: _layer_norm([2, 3, 4], -1), True),
+    ("layernorm_axis1", lambda: _layer_norm([2, 3, 4], 1), False),
+    ("layernorm_rank2_axis0", lambda: _layer_norm([3, 4], 0), False),
+    ("layernorm_rank5", lambda: _layer_norm([2, 3, 2, 2, 4], -1), False),
+    # class 6: CumSum
+    ("cumsum", lambda: _cumsum("f32", [2, 3, 4]), True),
+    ("cumsum_int64", lambda: _cumsum("i64", [2, 3, 4]), True),
+    ("cumsum_exclusive", lambda: _cumsum("f32", [2, 3, 4], exclusive=1), False),
+    ("cumsum_reverse", lambda: _cumsum("f32", [2, 3, 4], reverse=1), False),
+    ("cumsum_rank5", lambda: _cumsum("f32", R5), False),
+    # class 7: Cast to int64, float16 to uint8/bool
+    ("cast_float_to_int64", lambda: _unary("Cast", "f32", R2, out="i64", to=T.INT64), False),
+    ("cast_uint8_to_int64", lambda: _unary("Cast", "u8", R2, out="i64", to=T.INT64), False),
+    ("cast_bool_to_int64", lambda: _unary("Cast", "bool", R2, out="i64", to=T.INT64), False),
+    ("cast_int32_to_int64", lambda: _unary("Cast", "i32", R2, out="i64", to=T.INT64), True),
+    ("cast_float_to_int64_inside", lambda: graph_model(
+        [helper.make_node("Cast", ["x"], ["c"], to=T.INT64, name="op"), helper.make_node("Add", ["c", "c"], ["y"])],
+        [("x", T.FLOAT, R2)], [("y", T.INT64, R2)]), True),
+    ("cast_float16_to_uint8", lambda: _unary("Cast", "f16", R2, out="u8", to=T.UINT8), False),
+    ("cast_float_to_uint8", lambda: _unary("Cast", "f32", R2, out="u8", to=T.UINT8), True),
+    # class 8: Resize nearest by rank
+    ("resize_ceil_rank3", lambda: _resize([1, 2, 4], "ceil", "half_pixel"), False),
+    ("resize_round_prefer_floor_rank5", lambda: _resize([1, 2, 2, 4, 4], "round_prefer_floor", "half_pixel"), False),
+    ("resize_floor_rank5", lambda: _resize([1, 2, 2, 4, 4], "floor", "half_pixel"), True),
+    ("resize_ceil_rank4", lambda: _resize([1, 2, 4, 4], "ceil", "half_pixel"), True),
+    ("resize_ceil_asymmetric_rank4", lambda: _resize([1, 2, 4, 4], "ceil", "asymmetric"), False),
+    # class 10: rank-5 reductions over several axes, rank-5 reflect Pad
+    ("reducemax_rank5_3_axes", lambda: _reduce("ReduceMax", "f32", R5, [1, 2, 3]), False),
+    ("reducemax_rank5_1_axis", lambda: _reduce("ReduceMax", "f32", R5, [1]), True),
+    ("reducemax_rank4_3_axes", lambda: _reduce("ReduceMax", "f32", R4, [1, 2, 3]), True),
+    ("reducel2_rank5", lambda: _reduce("ReduceL2", "f32", R5, [1]), False),
+    ("reducel2_rank5_keepdims0", lambda: _with("ReduceL2", "f32", R5, [const("axes", [2, 3, 4], np.int64)], opset=18,
+                                               keepdims=0), True),
+    ("pad_reflect_rank5", lambda: _pad(R5, "reflect"), False),
+    ("pad_constant_rank5", lambda: _pad(R5, "constant"), True),
+    ("pad_reflect_rank4", lambda: _pad(R4, "reflect"), True),
+    # class 12: TopK smallest, any axis, rank 4 at most
+    ("topk_smallest", lambda: _topk("f32", [2, 3, 4], largest=0), True),
+    ("topk_axis1", lambda: _topk("f32", [2, 3, 4], axis=1), True),
+    ("topk_rank5", lambda: _topk("f32", [2, 3, 2, 2, 4]), False),
+    # class 14: InstanceNormalization of rank 5
+    ("instancenorm_rank5", lambda: _with("InstanceNormalization", "f32", R5, [const("s", np.ones(3), np.float32),
+                                                                               const("b", np.zeros(3), np.float32)]),
+     False),
+    ("instancenorm_rank4", lambda: _with("InstanceNormalization", "f32", R4, [const("s", np.ones(3), np.float32),
+                                                                               const("b", np.zeros(3), np.float32)]),
+     True),
+]
+
+
+@pytest.mark.parametrize(("case", "build", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_one_node_as_the_real_ep(qnn_backend, qnn_ep, case, build, expected):
+    assert taken(qnn_backend, qnn_ep, build(), case) is expected
+
+
+# -- graphs onnxruntime-qnn 2.7 cannot build: the backend refuses the node and says the session fails -------------------
+def _qdq_io(outputs):
+    inits = [const("s", 0.05, np.float32), const("z", 128, np.uint8)]
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q"], name="q"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="dq"),
+             helper.make_node("Relu", ["d"], ["y"], name="relu2")]
+    infos = {"y": ("y", T.FLOAT, R2), "q": ("q", T.UINT8, R2), "d": ("d", T.FLOAT, R2)}
+    return graph_model(nodes, [("x", T.FLOAT, R2)], [infos[o] for o in outputs], inits)
+
+
+def _qdq_matmul(zero_point, weight_type=np.int8, conv=False):
+    """x -> Q -> DQ -> MatMul (or Conv) with a weight quantized per channel -> Q -> DQ."""
+    rng = np.random.default_rng(0)
+    shape = (4, 3, 3, 3) if conv else (8, 6)
+    low, high = (0, 200) if weight_type == np.uint8 else (-50, 50)
+    channels = shape[0] if conv else shape[1]
+    inits = [const("w", rng.integers(low, high, shape), weight_type), const("sw", np.full(channels, 0.01), np.float32),
+             const("zw", np.full(channels, zero_point), weight_type), const("sx", 0.05, np.float32),
+             const("zx", 128, np.uint8)]
+    nodes = [helper.make_node("Relu", ["x"], ["xr"], name="relu"),
+             helper.make_node("QuantizeLinear", ["xr", "sx", "zx"], ["xq"], name="qx"),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"], name="dqx"),
+             helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wf"], axis=0 if conv else 1, name="dqw"),
+             helper.make_node("Conv" if conv else "MatMul", ["xd", "wf"], ["m"], name="op"),
+             helper.make_node("QuantizeLinear", ["m", "sx", "zx"], ["mq"], name="qy"),
+             helper.make_node("DequantizeLinear", ["mq", "sx", "zx"], ["md"], name="dqy"),
+             helper.make_node("Relu", ["md"], ["y"], name="relu2")]
+    x, y = ([1, 3, 5, 5], [1, 4, 3, 3]) if conv else ([2, 8], [2, 6])
+    return graph_model(nodes, [("x", T.FLOAT, x)], [("y", T.FLOAT, y)], inits, opset=21)
+
+
+FAILING = [
+    ("q_and_dq_graph_outputs", lambda: _qdq_io(["y", "q", "d"]), "q", "Duplicate definition"),
+    ("max_int32_rank6", lambda: _binary("Max", "i32", [2, 1, 2, 1, 2, 2]), "op", "fails the session"),
+    ("min_int64_rank6", lambda: _binary("Min", "i64", [2, 1, 2, 1, 2, 2]), "op", "fails the session"),
+    ("add_int64_graph_input_rank5", lambda: _binary("Add", "i64", R5), "op", "int64 graph input of rank 5"),
+    ("cast_uint8_rank5_to_float", lambda: _unary("Cast", "u8", R5, out="f32", to=T.FLOAT), "op", "fails the session"),
+    ("sign_rank5", lambda: _unary("Sign", "f32", R5), "op", "fails the session"),
+    ("tan_rank6", lambda: _unary("Tan", "f32", [2, 1, 2, 1, 2, 2]), "op", "fails the session"),
+    ("isnan_rank6", lambda: _unary("IsNaN", "f32", [2, 1, 2, 1, 2, 2], out="bool"), "op", "fails the session"),
+    ("mean_float16", lambda: _binary("Mean", "f16", R2), "op", "fails the session"),
+    ("resize_floor_align_corners_rank3", lambda: _resize([1, 2, 4], "floor", "align_corners"), "op",
+     "fails the session"),
+    ("conv_per_channel_weight_zero_point_3", lambda: _qdq_matmul(3, conv=True), "op", "fails the session"),
+    ("maxpool_uint8", lambda: _unary("MaxPool", "u8", [1, 2, 4, 4], kernel_shape=[2, 2]), "op", "fails the session"),
+]
+
+
+@pytest.mark.parametrize(("case", "build", "node", "reason"), FAILING, ids=[c[0] for c in FAILING])
+def test_a_graph_the_real_ep_cannot_build_is_predicted_so(qnn_backend, qnn_ep, case, build, node, reason):
+    """onnxruntime-qnn 2.7 takes the node and then fails (or crashes) creating the session: the backend refuses the
+    node, its reason saying the session fails, and the crash stays in the child process the oracle runs it in."""
+    result = run_oracle(qnn_backend, build(), qnn_ep, case=case, isolated=True)
+    assert not result.built
+    assert reason in result.reasons[node] and "session" in result.reasons[node]
+
+
+def test_q_as_graph_output_without_its_dq_builds(qnn_backend, qnn_ep):
+    """The other side: a QuantizeLinear's output alone among the graph outputs is fine."""
+    result = run_oracle(qnn_backend, _qdq_io(["y", "q"]), qnn_ep, case="q output")
+    assert result.built and result.matches, result.diff()
+    assert "q" in result.real_nodes
+
+
+# -- QDQ: per-channel weights (classes 1 and 13) ---------------------------------------------------------------------
+@pytest.mark.parametrize(("weight", "zero_point", "expected"), [
+    (np.int8, 0, True), (np.int8, 3, False), (np.uint8, 128, True), (np.uint8, 0, False)])
+def test_qdq_matmul_per_channel_weight_zero_points_as_the_real_ep(qnn_backend, qnn_ep, weight, zero_point, expected):
+    """The HTP quantizes weights per channel symmetrically: the QDQ MatMul unit is taken with zero points 0 (int8)
+    or 128 (uint8) only."""
+    result = run_oracle(qnn_backend, _qdq_matmul(zero_point, weight), qnn_ep, case=f"per channel {zero_point}")
+    assert result.matches, result.diff()
+    assert ("op" in result.real_nodes) is expected
+
+
+@pytest.mark.parametrize("output", [False, True])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_standalone_dequantize_linear_as_the_real_ep(qnn_backend, qnn_ep, per_channel, output):
+    """A DequantizeLinear of a weight outside a QDQ unit (feeding a float Add; also a graph output, which onnxruntime
+    duplicates it for) is taken per tensor, left on the CPU per channel."""
+    w = np.random.default_rng(0).integers(-50, 50, (8, 6)).astype(np.int8)
+    scale, zero = (np.full(6, 0.01), np.zeros(6)) if per_channel else (0.01, 0)
+    model = graph_model([helper.make_node("DequantizeLinear", ["w", "s", "z"], ["wf"], axis=1, name="dqw"),
+                         helper.make_node("Add", ["x", "wf"], ["y"], name="add")],
+                        [("x", T.FLOAT, [8, 6])], [("y", T.FLOAT, [8, 6])] + ([("wf", T.FLOAT, [8, 6])] if output else []),
+                        [numpy_helper.from_array(w, "w"), const("s", scale, np.float32), const("z", zero, np.int8)],
+                        opset=21)
+    result = run_oracle(qnn_backend, model, qnn_ep, case=f"standalone dq {per_channel} {output}")
+    assert result.matches, result.diff()
+    assert any(result.nodes[n] == "DequantizeLinear" for n in result.real_nodes) is not per_channel
+
+
+# -- found by the independent generator (qnn_random_graphs) -----------------------------------------------------------
+def test_reduce_with_noop_with_empty_axes_and_axes_given_as_the_real_ep(qnn_backend, qnn_ep):
+    model = _with("ReduceSum", "f32", [3, 4], [const("axes", [1], np.int64)], opset=18, noop_with_empty_axes=1)
+    assert taken(qnn_backend, qnn_ep, model, "noop_with_empty_axes with axes")
+
+
+@pytest.mark.parametrize(("shape", "expected"), [([2, 3, 4], True), ([2, 3, 2, 2, 2], False)])
+def test_reduce_log_sum_exp_as_the_real_ep(qnn_backend, qnn_ep, shape, expected):
+    model = _reduce("ReduceLogSumExp", "f32", shape, [1])
+    assert taken(qnn_backend, qnn_ep, model, f"ReduceLogSumExp rank {len(shape)}") is expected
+
+
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_standalone_quantize_linear_as_the_real_ep(qnn_backend, qnn_ep, per_axis):
+    """A QuantizeLinear whose DequantizeLinear writes a graph output (offloaded to the CPU) stands alone: taken per
+    tensor, left on the CPU per axis."""
+    scale = const("s", np.full([4] if per_axis else [], 0.05), np.float32)
+    model = graph_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                         helper.make_node("QuantizeLinear", ["r", "s"], ["q"], name="op", axis=1),
+                         helper.make_node("DequantizeLinear", ["q", "s"], ["y"], name="dq", axis=1)],
+                        [("x", T.FLOAT, [3, 4])], [("y", T.FLOAT, [3, 4])], [scale], opset=21)
+    assert taken(qnn_backend, qnn_ep, model, f"standalone q per axis {per_axis}") is not per_axis
+
+
+def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(qnn_backend, qnn_ep):
+    """The other side of 'Duplicate definition of name': with the QuantizeLinear's input also read by a node left
+    on the CPU (a Mean of one input), the session builds and the QuantizeLinear is taken."""
+    model = graph_model([helper.make_node("Cos", ["x"], ["c"], name="cos"),
+                         helper.make_node("Mean", ["c"], ["m"], name="mean"),
+                         helper.make_node("QuantizeLinear", ["c", "s"], ["q"], name="op"),
+                         helper.make_node("DequantizeLinear", ["q", "s"], ["d"], name="dq")],
+                        [("x", T.FLOAT, [1, 1, 4])],
+                        [("c", T.FLOAT, [1, 1, 4]), ("m", T.FLOAT, [1, 1, 4]), ("q", T.UINT8, [1, 1, 4]),
+                         ("d", T.FLOAT, [1, 1, 4])], [const("s", 0.05, np.float32)], opset=21)
+    assert taken(qnn_backend, qnn_ep, model, "q and dq outputs, c read on the CPU")
+
+
+@pytest.mark.parametrize(("case", "build", "expected"), [
+    ("expand_bool_to_rank5", lambda: _with("Expand", "bool", [4, 4, 5, 3], [const("s", [1, 4, 4, 5, 3], np.int64)]),
+     False),
+    ("batchnorm_rank5", lambda: _with("BatchNormalization", "f32", R5, [const(n, np.ones(3), np.float32)
+                                                                         for n in "abcd"]), False),
+    ("batchnorm_rank4", lambda: _with("BatchNormalization", "f32", R4, [const(n, np.ones(3), np.float32)
+                                                                         for n in "abcd"]), True),
+    ("globalmaxpool_rank5", lambda: _unary("GlobalMaxPool", "f32", [1, 2, 3, 3, 3]), False),
+    ("globalaveragepool_rank5", lambda: _unary("GlobalAveragePool", "f32", [1, 2, 3, 3, 3]), True),
+    ("lppool_rank3", lambda: _unary("LpPool", "f32", [1, 1, 3], kernel_shape=[1], p=2), True),
+    ("gathernd_bool", lambda: _with("GatherND", "bool", R2, [const("i", [[0, 1]], np.int64)]), False),
+    ("gathernd_int64", lambda: _with("GatherND", "i64", R2, [const("i", [[0, 1]], np.int64)]), False),
+    ("gathernd_int32", lambda: _with("GatherND", "i32", R2, [const("i", [[0, 1]], np.int64)]), True),
+    ("scatterelements_rank5", lambda: _with("ScatterElements", "f32", R5, [
+        const("i", np.zeros([2, 1, 2, 2, 2]), np.int64), const("u", np.ones([2, 1, 2, 2, 2]), np.float32)], axis=1),
+     False),
+    ("scatterelements_rank4", lambda: _with("ScatterElements", "f32", R4, [
+        const("i", np.zeros([2, 1, 2, 2]), np.int64), const("u", np.ones([2, 1, 2, 2]), np.float32)], axis=1), True),
+    ("scatterelements_uint8_max", lambda: _with("ScatterElements", "u8", R2, [
+        const("i", np.zeros([3, 1]), np.int64), const("u", np.ones([3, 1]), np.uint8)], axis=1, reduction="max"), True),
+    ("scatterelements_float_max", lambda: _with("ScatterElements", "f32", R2, [
+        const("i", np.zeros([3, 1]), np.int64), const("u", np.ones([3, 1]), np.float32)], axis=1, reduction="max"),
+     False),
+    ("scatterelements_int32_min", lambda: _with("ScatterElements", "i32", R2, [
+        const("i", np.zeros([3, 1]), np.int64), const("u", np.ones([3, 1]), np.int32)], axis=1, reduction="min"),
+     False),
+    ("lppool_p1", lambda: _unary("LpPool", "f32", [1, 2, 4, 4], kernel_shape=[2, 2], p=1), True),
+    ("lppool_p3", lambda: _unary("LpPool", "f32", [1, 2, 4, 4], kernel_shape=[2, 2], p=3), False),
+    ("cast_float_to_int8", lambda: _unary("Cast", "f32", R2, out="i8", to=T.INT8), False),
+    ("cast_int32_to_uint16", lambda: _unary("Cast", "i32", R2, out="u16", to=T.UINT16), False),
+    ("gathernd_float16_rank5", lambda: _with("GatherND", "f16", [1, 2, 3, 4, 5], [const("i", [[0, 0, 0, 3, 0]], np.int64)]),
+     False),
+    ("gathernd_float16_rank4", lambda: _with("GatherND", "f16", [2, 3, 4, 5], [const("i", [[0, 0, 3, 0]], np.int64)]),
+     True),
+    ("cast_input_to_float64_graph_output", lambda: one_node("Cast", [("x", T.FLOAT, R2)], [("y", T.DOUBLE, R2)],
+                                                            to=T.DOUBLE), False),
+    ("cast_to_float64_graph_output", lambda: graph_model(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Cast", ["r"], ["y"], to=T.DOUBLE, name="op")],
+        [("x", T.FLOAT, R2)], [("y", T.DOUBLE, R2)]), False),
+    ("lpnorm_rank5", lambda: _unary("LpNormalization", "f32", [3, 3, 1, 1, 2], axis=1, p=2), False),
+    ("lpnorm_rank4", lambda: _unary("LpNormalization", "f32", [3, 3, 2, 2], axis=1, p=2), True),
+    ("gather_int64_scalar_index", lambda: _with("Gather", "i64", [3, 2], [const("i", -1, np.int64)], axis=1), False),
+    ("gather_int64_vector_index", lambda: _with("Gather", "i64", [3, 2], [const("i", [-1], np.int64)], axis=1), True),
+    ("cast_int8_to_float", lambda: _unary("Cast", "i8", R2, out="f32", to=T.FLOAT), False),
+    ("cast_int16_to_float", lambda: _unary("Cast", "i16", R2, out="f32", to=T.FLOAT), False),
+    ("cast_int16_to_int32", lambda: _unary("Cast", "i16", R2, out="i32", to=T.INT32), True),
+    ("matmul_rank5", lambda: _with("MatMul", "f32", [1, 1, 3, 4, 2], [const("w", np.ones([2, 4]), np.float32)]), False),
+    ("matmul_rank4", lambda: _with("MatMul", "f32", [1, 3, 4, 2], [const("w", np.ones([2, 4]), np.float32)]), True),
+    ("matmul_rank5_both", lambda: one_node("MatMul", [("a", T.FLOAT, [1, 1, 4, 3, 4]), ("b", T.FLOAT, [1, 1, 4, 4, 8])],
+                                          [("y", T.FLOAT, None)]), True),
+], ids=lambda c: c if isinstance(c, str) else "")
+def test_found_by_the_generator_as_the_real_ep(qnn_backend, qnn_ep, case, build, expected):
+    assert taken(qnn_backend, qnn_ep, build(), case) is expected
+
+
+def test_q_graph_output_also_read_by_a_taken_dq_fails_too(qnn_backend, qnn_ep):
+    """A QuantizeLinear whose output is a graph output and feeds two DequantizeLinears, one writing a graph output and
+    one read inside the graph: the session fails as well, as predicted."""
+    model = graph_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                         helper.make_node("QuantizeLinear", ["r", "s"], ["q"], name="op"),
+                         helper.make_node("DequantizeLinear", ["q", "s"], ["d"], name="dq"),
+                         helper.make_node("DequantizeLinear", ["q", "s"], ["d2"], name="dq2"),
+                         helper.make_node("Relu", ["d2"], ["y"], name="relu2")],
+                        [("x", T.FLOAT, R2)], [("q", T.UINT8, R2), ("d", T.FLOAT, R2), ("y", T.FLOAT, R2)],
+                        [const("s", 0.05, np.float32)])
+    result = run_oracle(qnn_backend, model, qnn_ep, case="q shared by two dq", isolated=True)
+    assert not result.built and "Duplicate definition" in result.reasons["op"]
+
+
+@pytest.mark.parametrize(("shape", "whole"), [([2, 3, 4, 5], True), ([2, 3, 2, 2, 2], False)])
+def test_hardswish_rank5_is_inlined_as_the_real_ep(qnn_backend, qnn_ep, shape, whole):
+    """Class 15: the EP takes HardSwish whole up to rank 4; at rank 5 it refuses it, onnxruntime inlines the body and
+    the EP takes its Mul, the HardSigmoid staying on the CPU.  The backend judges the body too."""
+    result = run_oracle(qnn_backend, _unary("HardSwish", "f32", shape, opset=14), qnn_ep, case=f"HardSwish {shape}")
+    assert result.matches, result.diff()
+    cpu = sorted(result.nodes[n] for n in result.real.cpu_nodes)
+    assert cpu == ([] if whole else ["HardSigmoid"])
+
