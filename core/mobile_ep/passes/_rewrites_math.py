@@ -71,7 +71,25 @@ def _ints(ctx: RuleContext, node: ir.Node, index: int, name: str) -> list[int] |
     return None if found is None else [int(v) for v in found]
 
 
-class Rank5HeadSplit(Rewrite):
+class _TakesOne(Rewrite):
+    """A rewrite whose match is a chain (``_chain``: the rank-5 data, its shape, the axes kept, the axis and the
+    index taken, or why not) that takes one index of one axis: replaced by :func:`_take_one`."""
+
+    def _chain(self, node: ir.Node, ctx: RuleContext):
+        raise NotImplementedError
+
+    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
+        chain = self._chain(node, ctx)
+        if isinstance(chain, Support):
+            return chain
+        return Support.check(ctx.dtype(node.inputs[0]) is not None, "unknown dtype")
+
+    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
+        x, mid, final, q, index = self._chain(node, ctx)
+        return [_take_one(b, x, ctx.dtype(x), mid, final, q, index)]
+
+
+class Rank5HeadSplit(_TakesOne):
     """The attention's QKV split through a rank-5 tensor: Squeeze of one index taken by a Slice, with
     Transposes before or after the Slice, of a Reshape to rank 5 (as exporters and onnxruntime's transpose
     optimizer leave it) -> Reshape to rank 3 around the sliced axis, Slice, Reshape to rank 4, Transpose
@@ -119,15 +137,6 @@ class Rank5HeadSplit(Rewrite):
             return Support.no("the Squeeze does not remove the one index the Slice takes")
         return x, mid, [a for a in axes_of if a != sliced[0]], sliced[0], sliced[1]
 
-    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
-        chain = self._chain(node, ctx)
-        if isinstance(chain, Support):
-            return chain
-        return Support.check(ctx.dtype(node.inputs[0]) is not None, "unknown dtype")
-
-    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
-        x, mid, final, q, index = self._chain(node, ctx)
-        return [_take_one(b, x, ctx.dtype(x), mid, final, q, index)]
 
 
 def _take_one(b: Builder, x: ir.Value, dtype: ir.DataType | None, mid: Sequence[int], final: Sequence[int], q: int,
@@ -218,7 +227,7 @@ def _reshape_source(ctx: RuleContext, reshape: ir.Node | None) -> ir.Value | Non
     return reshape.inputs[0] if shape is not None and len(shape) <= 4 else None
 
 
-class Rank5GatherSplit(Rewrite):
+class Rank5GatherSplit(_TakesOne):
     """Gather of one constant index on axis a of a rank-5 tensor made by a Reshape (and Transposes) of a rank
     <= 4 tensor (the attention's ``qkv[0]`` of a ``[B, T, 3, H, D]`` split, as the exporters and onnxruntime's
     transpose optimizer leave it) -> Reshape to rank 3 around the indexed axis, Slice, Reshape to rank 4,
@@ -251,15 +260,6 @@ class Rank5GatherSplit(Rewrite):
             return Support.no(f"index {index} is out of range for a dim of {mid[q]}")
         return x, tuple(mid), [a for a in axes_of if a != q], q, index % mid[q]
 
-    def match(self, node: ir.Node, ctx: RuleContext) -> Support:
-        chain = self._chain(node, ctx)
-        if isinstance(chain, Support):
-            return chain
-        return Support.check(ctx.dtype(node.inputs[0]) is not None, "unknown dtype")
-
-    def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
-        x, mid, final, q, index = self._chain(node, ctx)
-        return [_take_one(b, x, ctx.dtype(x), mid, final, q, index)]
 
 
 #: The elementwise ops :class:`Rank5BinaryMerge` moves to the rank <= 4 shape.

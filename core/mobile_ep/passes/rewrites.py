@@ -653,6 +653,11 @@ class ReduceSumToMean(Rewrite):
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x, dtype, shape = _static_input(node, ctx)
+        return [self._sum(node, ctx, b, x, dtype, shape)[0]]
+
+    @staticmethod
+    def _sum(node: ir.Node, ctx: RuleContext, b: Builder, x: ir.Value, dtype, shape) -> tuple[ir.Value, tuple]:
+        """The node's reduced sum of *x* as a mean times the number of reduced elements, and its shape."""
         axes = _reduce_axes(node, ctx)
         assert axes is not None
         keep = int(attr(node, "keepdims", 1))
@@ -660,7 +665,7 @@ class ReduceSumToMean(Rewrite):
             tuple(d for i, d in enumerate(shape) if i not in axes)
         count = int(np.prod([shape[a] for a in axes], dtype=np.int64))
         mean = _reduce_mean(b, ctx, x, axes, out_shape, dtype, keepdims=keep)
-        return [b.op("Mul", [mean, _scalar(b, float(count), dtype)], shape=out_shape, dtype=dtype)]
+        return b.op("Mul", [mean, _scalar(b, float(count), dtype)], shape=out_shape, dtype=dtype), out_shape
 
 
 class ReduceL2ToMean(ReduceSumToMean):
@@ -672,15 +677,7 @@ class ReduceL2ToMean(ReduceSumToMean):
 
     def replace(self, node: ir.Node, ctx: RuleContext, b: Builder) -> Sequence[ir.Value]:
         x, dtype, shape = _static_input(node, ctx)
-        squares = b.op("Mul", [x, x], shape=shape, dtype=dtype)
-        axes = _reduce_axes(node, ctx)
-        assert axes is not None
-        keep = int(attr(node, "keepdims", 1))
-        out_shape = tuple(1 if i in axes else d for i, d in enumerate(shape)) if keep else \
-            tuple(d for i, d in enumerate(shape) if i not in axes)
-        count = int(np.prod([shape[a] for a in axes], dtype=np.int64))
-        mean = _reduce_mean(b, ctx, squares, axes, out_shape, dtype, keepdims=keep)
-        total = b.op("Mul", [mean, _scalar(b, float(count), dtype)], shape=out_shape, dtype=dtype)
+        total, out_shape = self._sum(node, ctx, b, b.op("Mul", [x, x], shape=shape, dtype=dtype), dtype, shape)
         return [b.op("Sqrt", [total], shape=out_shape, dtype=dtype)]
 
 
