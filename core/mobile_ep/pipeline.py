@@ -62,12 +62,13 @@ def _one_command(run):
 @_one_command
 def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, after_convert: bool = True,
           html: str | os.PathLike | None = None, node_data: str | os.PathLike | None = None,
-          plugins: Plugins | None = None, **options: Any) -> reports.CheckReport:
+          plugins: Plugins | None = None, against_ep: bool = False, **options: Any) -> reports.CheckReport:
     """``mobile-ep check``: how ORT Mobile's EPs partition *model* today, and after ``convert``.
 
     *ep*: backend names in priority order (default: every installed backend); *options*: an ``options=``
     :class:`Options` or its fields as keywords.  With *html*, also writes the HTML report there; with
-    *node_data*, Model Explorer's node data (:mod:`mobile_ep.reports.node_data`).
+    *node_data*, Model Explorer's node data (:mod:`mobile_ep.reports.node_data`).  *against_ep*: each backend
+    that predicts a plugin EP also against that EP's own placement (``report.against_ep``).
     """
     opts = Options.build(ep, **options)
     path, timer = pathlib.Path(model), progress.Timer()
@@ -117,7 +118,26 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
         combined = [reports.combined_report(proposal, backends) for proposal in together]  # (one per platform)
         result = reports.CheckReport(str(model), len(as_is.model.graph), before, combined[0] if combined else None,
                                      after, changes, timer.timings, other_platforms=combined[1:])
+    if against_ep:
+        result.against_ep = _against_ep(path, opts, plugins or make_plugins())
     return _with_html(result, html, node_data)
+
+
+def _against_ep(path: pathlib.Path, options: Options, plugins: Plugins) -> list:
+    """Each selected backend that predicts a plugin EP (:meth:`Backend.real_ep`) against that EP's own placement
+    of the same prepared graph (the ``ort:<EP>`` backend of mobile-ep-ort), node by node."""
+    from mobile_ep.reports import against
+
+    names = [plugins.canonical_name(n) for n in options.backends] or \
+        [n for n, b in plugins.backends().items() if b.selected_by_default]
+    selected = [plugins.backend(name).configure(options.backend_options.get(name, {})) for name in names]
+    pairs = against.real_backends(selected, list(plugins.backends()))
+    asked = dataclasses.replace(options, backends=tuple(dict.fromkeys([*pairs, *(ort for ort, _ in pairs.values())])),
+                                backend_options={**options.backend_options,
+                                                 **{ort: {**provider, **options.backend_options.get(ort, {})}
+                                                    for ort, provider in pairs.values()}})
+    both = check(path, options=asked, plugins=plugins, after_convert=False)
+    return [against.compare(name, both.backends[name], both.backends[ort]) for name, (ort, _) in pairs.items()]
 
 
 @_one_command

@@ -386,44 +386,8 @@ def check(state: _State, models: tuple[pathlib.Path, ...], eps: str | None, opti
         path = models[0] if models else _sample(pathlib.Path(tmp), state)
         with _progress(state, ["load", "partition", "after_convert"]), \
                 nodegraph.recording(html_path is not None or state.node_data is not None):
-            result = api.check(path, options=options, plugins=state.plugins)
-        comparisons = _against_ep(state, path, options) if against_ep else None
-    if comparisons is not None and as_json:
-        import json
-
-        from mobile_ep.reports import text as report_text
-
-        data = json.loads(report_text.to_json(result))
-        data["against_ep"] = [c.as_dict() for c in comparisons]
-        if html_path is not None:
-            _write_html(state, result, html_path)
-        click.echo(json.dumps(data, indent=2))
-        return
+            result = api.check(path, options=options, plugins=state.plugins, against_ep=against_ep)
     _show(state, result, html_path, as_json, functools.partial(report.check_text, combined=len(options.backends) > 1))
-    if comparisons is not None and not state.quiet:
-        from mobile_ep.reports import against
-
-        click.echo(escape("\n" + against.comparison_text(comparisons)), nl=False)
-
-
-def _against_ep(state: _State, path: pathlib.Path, options: Options) -> list:
-    """``--against-ep``: each selected backend that predicts a plugin EP, against that EP's own placement."""
-    import dataclasses
-
-    from mobile_ep import pipeline as api
-    from mobile_ep.reports import against
-
-    plugins = state.plugins
-    names = options.backends or tuple(n for n, b in plugins.backends().items() if b.selected_by_default)
-    selected = [plugins.backend(name).configure(options.backend_options.get(name, {})) for name in names]
-    pairs = against.real_backends(selected, list(plugins.backends()))
-    real_names = [ort for ort, _ in pairs.values()]
-    asked = dataclasses.replace(options, backends=tuple(dict.fromkeys([*pairs, *real_names])),
-                                backend_options={**options.backend_options,
-                                                 **{ort: {**provider, **options.backend_options.get(ort, {})}
-                                                    for ort, provider in pairs.values()}})
-    both = api.check(path, options=asked, plugins=plugins, after_convert=False)
-    return [against.compare(name, both.backends[name], both.backends[ort]) for name, (ort, _) in pairs.items()]
 
 
 def _check_many(state: _State, arguments: Sequence[pathlib.Path], options: Options, as_json: bool,

@@ -131,6 +131,8 @@ class CheckReport:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     #: The backends of each further platform together (``combined`` is the first platform's).
     other_platforms: list[CombinedReport] = dataclasses.field(default_factory=list)
+    #: ``against_ep``: each rule backend against the real EP it predicts (:mod:`mobile_ep.reports.against`).
+    against_ep: list = dataclasses.field(default_factory=list)
 
     def as_dict(self) -> dict:
         result: dict = {
@@ -146,6 +148,8 @@ class CheckReport:
             result["after_convert"] = {name: b.as_dict() for name, b in self.after_convert.items()}
         if self.shape_changes:
             result["shape_changes"] = self.shape_changes
+        if self.against_ep:
+            result["against_ep"] = [c.as_dict() for c in self.against_ep]
         result["timings"] = self.timings
         return result
 

@@ -219,6 +219,10 @@ def check_text(report: CheckReport, *, verbose: bool = False, combined: bool | N
     if combined and report.combined is None and len(report.backends) > 1:
         named = ", ".join(f"{name} ({b.platform})" for name, b in report.backends.items())
         lines.extend(out.wrap(f"not combined: {named} are for apps on different platforms", "", "  "))
+    if report.against_ep:
+        from mobile_ep.reports import against
+
+        lines.extend(["", *against.comparison_text(report.against_ep).rstrip("\n").splitlines()])
     return "\n".join(lines).rstrip() + "\n"
 
 
