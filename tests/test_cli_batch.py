@@ -249,4 +249,4 @@ def test_readme_exit_code_table_matches_the_cli():
     section = readme.split("## Exit codes", 1)[1].split("\n#", 1)[0]
     documented = {int(m) for m in re.findall(r"^\| (\d+) \|", section, re.M)}
     in_help = {int(m) for m in re.findall(r"^  (\d+)  ", EXIT_CODES_HELP, re.M)}
-    assert documented == in_help == {0, 1, 2, 3, 4, 5, 6, 7, 130}
+    assert documented == in_help == {0, 1, 2, 3, 4, 5, 6, 7, 8, 130}
