@@ -22,11 +22,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mobile_ep.errors import UsageError
+from mobile_ep.errors import BackendError, UsageError
 
-__all__ = ["Options", "parse_shape", "parse_dim", "parse_const"]
+if TYPE_CHECKING:
+    from mobile_ep.contract import Backend
+    from mobile_ep.contract.plugins import Plugins
+
+__all__ = ["Options", "parse_shape", "parse_dim", "parse_const", "resolve_backends"]
 
 Shape = Mapping[str | None, Sequence[int]] | Sequence[int] | str | Sequence[str] | None
 Dims = Mapping[str, int] | str | Sequence[str] | None
@@ -221,3 +225,24 @@ def _dims(dim: Dims) -> dict[str, int]:
         if value <= 0:
             raise UsageError(f"--dim {name}: the value must be positive")
     return dims
+
+
+def resolve_backends(options: Options, plugins: Plugins | None = None) -> list[Backend]:
+    """The backends *options* name (if none, every installed one a command uses unnamed: ``selected_by_default``),
+    configured with their options."""
+    from mobile_ep.contract.plugins import guarded, make_plugins
+
+    plugins = plugins or make_plugins()
+    names = [plugins.canonical_name(name) for name in options.backends] or \
+        [name for name, b in plugins.backends().items() if b.selected_by_default]
+    if not names:
+        raise BackendError("no backends are installed (install mobile-ep-nnapi or mobile-ep-coreml)")
+    given = {plugins.canonical_name(name, strict=False): values for name, values in options.backend_options.items()}
+    options = dataclasses.replace(options, backends=tuple(names), backend_options=given)  # (names as installed)
+    unknown = set(options.backend_options) - set(names)
+    if unknown:
+        raise UsageError(f"options given for backend(s) not selected: {', '.join(sorted(unknown))}")
+    if len(set(names)) != len(names):
+        raise UsageError(f"backend {next(n for n in names if names.count(n) > 1)!r} given twice")
+    return [guarded(plugins.backend(name).configure(options.backend_options.get(name, {})), plugin=plugins.origin(name),
+                    strict=options.strict) for name in names]  # (the plugin contract kept, per model)

@@ -18,7 +18,6 @@ of :mod:`mobile_ep.errors`, whose ``exit_code`` is the command's.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import os
 import pathlib
@@ -26,27 +25,19 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import onnx_ir as ir
-
 from mobile_ep import progress, runtime, sessions, writes
 from mobile_ep.contract import Backend
-from mobile_ep.contract.plugins import Plugins, guarded, make_plugins
-from mobile_ep.errors import BackendError, UsageError
-from mobile_ep.options import Options
-from mobile_ep.partitioning.cost import PartitionCost
-from mobile_ep.partitioning.propose import BackendProposal
+from mobile_ep.contract.plugins import Plugins, make_plugins
+from mobile_ep.errors import UsageError
+from mobile_ep.options import Options, resolve_backends
 from mobile_ep.passes import const_inputs, export, fuse_cpu, load, to_epcontext
 from mobile_ep.passes import verify as verification
-from mobile_ep.passes.legalize import LegalizePass
+from mobile_ep.passes.conversion import Conversion, Found
 from mobile_ep.passes.partition import PartitionPass, analyze
-from mobile_ep.reports import const_hints, interface, nodegraph, option_hints
+from mobile_ep.reports import against, const_hints, interface, nodegraph, option_hints
 from mobile_ep.reports import model as reports
 
 __all__ = ["check", "convert", "resolve_backends"]
-
-#: A backend's partition of a model as :func:`analyze` gives it: the proposal, the nodes, the costs.
-Found = tuple[BackendProposal, list[ir.Node], list[PartitionCost]]
-
 
 def _one_command(run):
     """*run* as one command: each view of a model made once (:func:`mobile_ep.sessions.command`)."""
@@ -119,25 +110,8 @@ def check(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, af
         result = reports.CheckReport(str(model), len(as_is.model.graph), before, combined[0] if combined else None,
                                      after, changes, timer.timings, other_platforms=combined[1:])
     if against_ep:
-        result.against_ep = _against_ep(path, opts, plugins or make_plugins())
+        result.against_ep = against.against_eps(path, opts, plugins or make_plugins(), check)
     return _with_html(result, html, node_data)
-
-
-def _against_ep(path: pathlib.Path, options: Options, plugins: Plugins) -> list:
-    """Each selected backend that predicts a plugin EP (:meth:`Backend.real_ep`) against that EP's own placement
-    of the same prepared graph (the ``ort:<EP>`` backend of mobile-ep-ort), node by node."""
-    from mobile_ep.reports import against
-
-    names = [plugins.canonical_name(n) for n in options.backends] or \
-        [n for n, b in plugins.backends().items() if b.selected_by_default]
-    selected = [plugins.backend(name).configure(options.backend_options.get(name, {})) for name in names]
-    pairs = against.real_backends(selected, list(plugins.backends()))
-    asked = dataclasses.replace(options, backends=tuple(dict.fromkeys([*pairs, *(ort for ort, _ in pairs.values())])),
-                                backend_options={**options.backend_options,
-                                                 **{ort: {**provider, **options.backend_options.get(ort, {})}
-                                                    for ort, provider in pairs.values()}})
-    both = check(path, options=asked, plugins=plugins, after_convert=False)
-    return [against.compare(name, both.backends[name], both.backends[ort]) for name, (ort, _) in pairs.items()]
 
 
 @_one_command
@@ -187,7 +161,7 @@ def _convert(source: pathlib.Path, proto, backend: Backend, opts: Options, out_d
                                                        whole=as_is.whole)
                 dynamic = reports.still_dynamic(reports.dynamic_inputs(as_is.model), opts.shapes, opts.dims,
                                                 opts.consts)
-                conversion = _Conversion.plan(fixed.model, backend, opts)
+                conversion = Conversion.plan(fixed.model, backend, opts)
             stage.create()
             ort_file = export.OrtExport()
             try:
@@ -233,11 +207,11 @@ def _convert(source: pathlib.Path, proto, backend: Backend, opts: Options, out_d
 
 def _after_convert(seen: load.View, backend: Backend, options: Options, work: pathlib.Path,
                    found: Found | None = None) -> reports.BackendReport:
-    """What *backend* takes of the model ``convert`` writes from *seen*: its steps (:class:`_Conversion`), the
+    """What *backend* takes of the model ``convert`` writes from *seen*: its steps (:class:`Conversion`), the
     work files beside the weights *seen* reads, which they reference, else in *work*.  *found*: the backend's
     partition of *seen* as it is (:func:`analyze`), used again when no rewrite applies.  A model the backend
-    takes whole with no rewrite is not written (:meth:`_Conversion.as_loaded`)."""
-    conversion = _Conversion.plan(seen.model, backend, options, found)
+    takes whole with no rewrite is not written (:meth:`Conversion.as_loaded`)."""
+    conversion = Conversion.plan(seen.model, backend, options, found)
     if not conversion.unchanged:
         folder = fuse_cpu.weights_folder(seen.model, work)
         conversion.write(folder / f"after.{export.file_label(backend.name)}.onnx", folder, by_reference=True)
@@ -246,103 +220,6 @@ def _after_convert(seen: load.View, backend: Backend, options: Options, work: pa
                                     whole=seen.whole if model is seen.model else None)
     report.rewrites = conversion.rewrites
     return report
-
-
-@dataclasses.dataclass
-class _Conversion:
-    """``convert``'s steps for one backend, for ``convert`` and ``check``'s after-convert alike: :meth:`plan`
-    (legalize, partition), :meth:`write` (fuse the CPU part, write the file), :meth:`as_loaded` (what the
-    backend takes of the written file as ORT loads it)."""
-
-    backend: Backend
-    options: Options
-    model: ir.Model  # (legalized)
-    planned: PartitionPass
-    rewrites: list[dict]
-    fusion: fuse_cpu.CpuFusion | None = None
-    target: pathlib.Path | None = None
-    work: pathlib.Path | None = None
-    loaded: tuple[PartitionPass, ir.Model] | None = None
-
-    @classmethod
-    def plan(cls, model: ir.Model, backend: Backend, options: Options, found: Found | None = None) -> _Conversion:
-        """*model* legalized for *backend* (:func:`_legalize_and_partition`) and partitioned; *found*: the
-        backend's partition of *model* as it is, with the cost model's default limits (:func:`analyze`), which
-        is the plan when no rewrite applies and *options* set no other limits."""
-        defaults = Options()
-        if found is not None and (options.cost_model, options.max_partitions, options.min_nodes) == (
-                defaults.cost_model, defaults.max_partitions, defaults.min_nodes) and not (
-                options.legalize and LegalizePass(backend).has_work(model)):
-            partition = PartitionPass(backend, options)
-            partition.proposal, partition.nodes, partition.costs = found
-            return cls(backend, options, model, partition, [])
-        return cls(backend, options, *_legalize_and_partition(model, backend, options))
-
-    @property
-    def unchanged(self) -> bool:
-        """Whether the backend claims every node with no rewrite: the model is the graph ORT's basic level
-        already made, which that level leaves as it is, so what the backend takes of it written is what was
-        planned (only the order of the nodes may differ: onnxruntime orders them anew when it loads a file)."""
-        assert self.planned.proposal is not None
-        return not self.rewrites and sum(len(p.nodes) for p in self.planned.proposal.partitions) == len(
-            self.model.graph)
-
-    def write(self, target: pathlib.Path, work: pathlib.Path, *, by_reference: bool = False) -> None:
-        """Write *target*, the CPU part fused where that keeps what the backend takes (work files in *work*;
-        *by_reference*: see :func:`mobile_ep.passes.fuse_cpu.fuse_and_write`)."""
-        self.target, self.work = target, work
-        self.fusion, self.loaded = fuse_cpu.fuse_and_write(self.model, self.planned, self.options, target, work,
-                                                           by_reference=by_reference)
-
-    def as_loaded(self) -> tuple[PartitionPass, ir.Model]:
-        """What the backend takes of the written file after the basic optimizations every session applies,
-        and that model; for a model :attr:`unchanged` and not written (``check``), what was planned."""
-        if self.loaded is None:
-            if self.unchanged and self.target is None:
-                self.loaded = self.planned, self.model
-            else:
-                assert self.target is not None and self.work is not None, "write() first"
-                self.loaded = fuse_cpu.partition_written(self.target, self.backend,
-                                                         self.work / f"{self.target.stem}.written", self.options)
-        return self.loaded
-
-
-def _legalize_and_partition(model: ir.Model, backend: Backend, options: Options
-                            ) -> tuple[ir.Model, PartitionPass, list[dict]]:
-    """Legalize *model* (a copy, if a rewrite applies) for *backend* and partition it; rewrites whose nodes only
-    make partitions the cost model rejects are undone (tried again without them).  Returns the model, the
-    partition pass (with its results) and the rewrites applied."""
-    skip: set[str] = set()
-    while True:
-        legalize = LegalizePass(backend, skip=skip) if options.legalize else None
-        candidate = model.clone() if legalize is not None and legalize.has_work(model) else model
-        partition = PartitionPass(backend, options)
-        ir.passes.PassManager([p for p in (legalize, partition) if p is not None])(candidate)
-        made_by = {n.name: a.node for a in (legalize.applied if legalize else []) for n in a.nodes}
-        undo = {made_by[n] for names in partition.rejected_partitions() if names <= made_by.keys() for n in names}
-        if not undo or undo <= skip:
-            break
-        skip |= undo
-    return candidate, partition, [a.as_dict() for a in legalize.applied] if legalize else []
-
-
-def resolve_backends(options: Options, plugins: Plugins | None = None) -> list[Backend]:
-    """The backends *options* name (if none, every installed one a command uses unnamed: ``selected_by_default``),
-    configured with their options."""
-    plugins = plugins or make_plugins()
-    names = [plugins.canonical_name(name) for name in options.backends] or \
-        [name for name, b in plugins.backends().items() if b.selected_by_default]
-    if not names:
-        raise BackendError("no backends are installed (install mobile-ep-nnapi or mobile-ep-coreml)")
-    given = {plugins.canonical_name(name, strict=False): values for name, values in options.backend_options.items()}
-    options = dataclasses.replace(options, backends=tuple(names), backend_options=given)  # (names as installed)
-    unknown = set(options.backend_options) - set(names)
-    if unknown:
-        raise UsageError(f"options given for backend(s) not selected: {', '.join(sorted(unknown))}")
-    if len(set(names)) != len(names):
-        raise UsageError(f"backend {next(n for n in names if names.count(n) > 1)!r} given twice")
-    return [guarded(plugins.backend(name).configure(options.backend_options.get(name, {})), plugin=plugins.origin(name),
-                    strict=options.strict) for name in names]  # (the plugin contract kept, per model)
 
 
 def _recording(html: str | os.PathLike | None) -> contextlib.AbstractContextManager:

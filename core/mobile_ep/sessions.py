@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["created", "options", "open_session", "command", "write_optimized", "runnable", "outputs"]
+__all__ = ["created", "options", "lean_session_options", "open_session", "command", "write_optimized", "runnable", "outputs"]
 
 _lock = threading.Lock()
 _created = 0
@@ -46,7 +46,7 @@ def options(*, level: str | None = None, log: int = 3, lean: bool = False, write
     """A ``SessionOptions``: optimization *level* (one of :data:`LEVELS`; onnxruntime's default, all, if None),
     log severity *log* (4: errors only come back as exceptions), *write*: the file the optimized model is
     written to, *config*: session config entries; *lean* for a session made only to write a model, never run
-    (:func:`mobile_ep.export.ort_format.lean_session_options`: one thread, no arena, no pre-packing)."""
+    (:func:`lean_session_options`: one thread, no arena, no pre-packing)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -63,10 +63,25 @@ def options(*, level: str | None = None, log: int = 3, lean: bool = False, write
     for key, value in (config or {}).items():
         so.add_session_config_entry(key, value)
     if lean:
-        from mobile_ep.export.ort_format import lean_session_options
-
         lean_session_options(so)
     return so
+
+
+def lean_session_options(options):
+    """Set up a ``SessionOptions`` for a session made only to write an optimized model, never run.
+
+    One thread, no memory arena or pattern planning, no weight pre-packing: what a session does *after*
+    optimizing (getting ready to run) becomes cheap, and pre-packing no longer holds a second copy of the
+    weights.  The model written is the same, byte for byte.
+    """
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.enable_cpu_mem_arena = False
+    options.enable_mem_pattern = False
+    options.add_session_config_entry("session.disable_prepacking", "1")
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
 
 
 def open_session(source: str | os.PathLike | bytes, so, *, providers: Sequence[Any] = ("CPUExecutionProvider",),

@@ -12,6 +12,7 @@ import onnx
 
 from mobile_ep import model_io as mir
 from mobile_ep.errors import ModelError
+from mobile_ep.sessions import lean_session_options
 
 #: The flatbuffers file identifier of an ORT format model (bytes 4-8 of the file; onnxruntime's ort.fbs).
 _ORT_FILE_IDENTIFIER = b"ORTM"
@@ -139,22 +140,6 @@ def model_bytes(proto: onnx.ModelProto, folder: pathlib.Path, options) -> bytes:
         proto = lowered
     options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder.resolve()))
     return proto.SerializeToString()
-
-
-def lean_session_options(options):
-    """Set up a ``SessionOptions`` for a session made only to write an optimized model, never run.
-
-    One thread, no memory arena or pattern planning, no weight pre-packing: what a session does *after*
-    optimizing (getting ready to run) becomes cheap, and pre-packing no longer holds a second copy of the
-    weights.  The model written is the same, byte for byte.
-    """
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.enable_cpu_mem_arena = False
-    options.enable_mem_pattern = False
-    options.add_session_config_entry("session.disable_prepacking", "1")
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return options
 
 
 def canonicalize_ort_file(path: str | os.PathLike) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from mobile_ep.errors import UsageError
 from mobile_ep.reports.model import BackendReport
 
-__all__ = ["Disagreement", "Comparison", "real_backends", "compare", "comparison_text"]
+__all__ = ["Disagreement", "Comparison", "real_backends", "compare", "comparison_text", "against_eps"]
 
 
 @dataclasses.dataclass
@@ -85,3 +85,20 @@ def comparison_text(comparisons: Sequence[Comparison]) -> str:
                 "the EP takes it, the rules leave it on the CPU"
             lines.append(f"    {d.op + ' ' if d.op else ''}{d.node}: {who}" + (f" ({d.reason})" if d.reason else ""))
     return "\n".join(lines) + "\n"
+
+
+def against_eps(path, options, plugins, check) -> list[Comparison]:
+    """Each backend *options* select that predicts a plugin EP (:meth:`mobile_ep.Backend.real_ep`) against that
+    EP's own placement of the same prepared graph (the ``ort:<EP>`` backend of mobile-ep-ort), node by node;
+    *check*: :func:`mobile_ep.pipeline.check`."""
+
+    names = [plugins.canonical_name(n) for n in options.backends] or \
+        [n for n, b in plugins.backends().items() if b.selected_by_default]
+    selected = [plugins.backend(name).configure(options.backend_options.get(name, {})) for name in names]
+    pairs = real_backends(selected, list(plugins.backends()))
+    asked = dataclasses.replace(options, backends=tuple(dict.fromkeys([*pairs, *(ort for ort, _ in pairs.values())])),
+                                backend_options={**options.backend_options,
+                                                 **{ort: {**provider, **options.backend_options.get(ort, {})}
+                                                    for ort, provider in pairs.values()}})
+    both = check(path, options=asked, plugins=plugins, after_convert=False)
+    return [compare(name, both.backends[name], both.backends[ort]) for name, (ort, _) in pairs.items()]

@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import enum
 import itertools
 import os
 import pathlib
 import tempfile
-import typing
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import onnx_ir as ir
 
@@ -41,13 +39,12 @@ from mobile_ep.partitioning.units import build_node_units
 from mobile_ep.passes.load import load_for_analysis
 from mobile_ep.passes.partition import isolate_faults
 from mobile_ep.reports.model import BackendReport
+from mobile_ep.reports.option_hints import option_text, option_values, with_options
 
 __all__ = ["Alternative", "BackendExplanation", "ExplainReport", "explain"]
 
 #: Most option pairs tried when no single option change moves the node.
 MAX_PAIRS = 60
-#: Integer options are tried this far on either side of their value (invalid values are skipped).
-INT_SPAN = 12
 
 
 @dataclasses.dataclass
@@ -256,52 +253,15 @@ def _outcome(where: _Where, backend: str) -> str:
 # --------------------------------------------------------------------------------------------------
 # Option variants
 # --------------------------------------------------------------------------------------------------
-def _option_values(backend: Backend) -> list[tuple[str, list[str]]]:
-    """Every option with the other values worth trying, as strings for ``Backend.configure``."""
-    options = backend.options
-    if not dataclasses.is_dataclass(options):
-        return []
-    hints = typing.get_type_hints(type(options))
-    result = []
-    for field in dataclasses.fields(options):
-        current = getattr(options, field.name)
-        hint = hints.get(field.name)
-        values: list[str] = []
-        if hint is bool:
-            values = [str(not current).lower()]
-        elif typing.get_origin(hint) is Literal:
-            values = [str(c) for c in typing.get_args(hint) if c != current]
-        elif isinstance(hint, type) and issubclass(hint, enum.Enum):
-            values = [str(m.value) for m in hint if m != current]
-        elif hint is int and isinstance(current, int):
-            values = [str(v) for v in range(current - INT_SPAN, current + INT_SPAN + 1) if v != current]
-        elif typing.get_origin(hint) in (tuple, frozenset, list) and current:
-            values = [""]
-        if values:
-            result.append((field.name, values))
-    return result
-
-
-def _configure(backend: Backend, changes: Mapping[str, str]) -> Backend | None:
-    try:
-        return backend.configure(dict(changes))
-    except (MobileEpError, ValueError, TypeError):
-        return None  # not a valid value for this backend (e.g. an API level it does not know)
-
-
-def _format_change(backend: str, changes: Mapping[str, str]) -> str:
-    return " ".join(f"-O {backend}.{k}={v}" for k, v in changes.items())
-
-
 def _option_alternatives(model: ir.Model, backend: Backend, node: ir.Node, current: _Where, strict: bool
                          ) -> tuple[list[Alternative], int]:
     rule_now = bool(_rule(model, backend, node))
     claimed_now = current.runs_on is not None
     results: dict[str, list[tuple[str, _Where]]] = {}
     tried = 0
-    for key, values in _option_values(backend):
+    for key, values in option_values(backend):
         for value in values:
-            variant = _configure(backend, {key: value})
+            variant = with_options(backend, {key: value})
             if variant is None:
                 continue
             tried += 1
@@ -346,20 +306,20 @@ def _group_values(backend: Backend, key: str, found: list[tuple[str, _Where]]) -
 def _pair_alternatives(model: ir.Model, backend: Backend, node: ir.Node, strict: bool) -> list[Alternative]:
     """Two option changes together, when no single one moves the node onto the accelerator."""
     choices: list[tuple[str, str]] = []
-    for key, values in _option_values(backend):
+    for key, values in option_values(backend):
         if values and all(v.lstrip("-").isdigit() for v in values):
-            valid = [v for v in values if _configure(backend, {key: v}) is not None]
+            valid = [v for v in values if with_options(backend, {key: v}) is not None]
             values = sorted({valid[0], valid[-1]}, key=int) if valid else []
         choices.extend((key, v) for v in values)
     found = []
     for (k1, v1), (k2, v2) in itertools.islice(
             ((a, b) for a, b in itertools.combinations(choices, 2) if a[0] != b[0]), MAX_PAIRS):
-        variant = _configure(backend, {k1: v1, k2: v2})
+        variant = with_options(backend, {k1: v1, k2: v2})
         if variant is None or not _rule(model, variant, node):
             continue
         where = _where(model, [variant], node, strict)
         if where.runs_on is not None:
-            found.append(Alternative("options", _format_change(backend.name, {k1: v1, k2: v2}), where.runs_on,
+            found.append(Alternative("options", option_text(backend.name, {k1: v1, k2: v2}), where.runs_on,
                                      _outcome(where, backend.name)))
         if len(found) >= 3:
             break

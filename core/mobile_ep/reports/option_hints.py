@@ -15,21 +15,68 @@ said with its numbers: ``-O coreml.fold_qdq=true: 190/190 nodes in 1 partition, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import enum
+import typing
+from collections.abc import Callable, Mapping
+from typing import Literal
 
 import onnx_ir as ir
 
 from mobile_ep.contract import Backend
 from mobile_ep.contract.plugins import guarded
+from mobile_ep.errors import MobileEpError
 from mobile_ep.passes.partition import PartitionPass
-from mobile_ep.reports import explain
 from mobile_ep.reports.model import BackendReport, backend_report
 
-__all__ = ["better_options", "MAX_CONVERTS"]
+__all__ = ["better_options", "option_values", "with_options", "option_text", "MAX_CONVERTS", "INT_SPAN"]
 
 #: Option changes of the rewrites evaluated through a written model, at most, per backend.
 MAX_CONVERTS = 3
 _RANK = {"YES": 2, "MAYBE": 1, "NO": 0}
+
+
+#: Integer options are tried this far on either side of their value (invalid values are skipped); check tries
+#: the two ends.
+INT_SPAN = 12
+
+
+def option_values(backend: Backend) -> list[tuple[str, list[str]]]:
+    """Every option with the other values worth trying, as strings for ``Backend.configure``."""
+    options = backend.options
+    if not dataclasses.is_dataclass(options):
+        return []
+    hints = typing.get_type_hints(type(options))
+    result = []
+    for field in dataclasses.fields(options):
+        current = getattr(options, field.name)
+        hint = hints.get(field.name)
+        values: list[str] = []
+        if hint is bool:
+            values = [str(not current).lower()]
+        elif typing.get_origin(hint) is Literal:
+            values = [str(c) for c in typing.get_args(hint) if c != current]
+        elif isinstance(hint, type) and issubclass(hint, enum.Enum):
+            values = [str(m.value) for m in hint if m != current]
+        elif hint is int and isinstance(current, int):
+            values = [str(v) for v in range(current - INT_SPAN, current + INT_SPAN + 1) if v != current]
+        elif typing.get_origin(hint) in (tuple, frozenset, list) and current:
+            values = [""]
+        if values:
+            result.append((field.name, values))
+    return result
+
+
+def with_options(backend: Backend, changes: Mapping[str, str]) -> Backend | None:
+    try:
+        return backend.configure(dict(changes))
+    except (MobileEpError, ValueError, TypeError):
+        return None  # not a valid value for this backend (e.g. an API level it does not know)
+
+
+def option_text(backend: str, changes: Mapping[str, str]) -> str:
+    return " ".join(f"-O {backend}.{k}={v}" for k, v in changes.items())
+
 
 
 def _score(report: BackendReport) -> tuple[int, int, int]:
@@ -60,14 +107,14 @@ def better_options(model: ir.Model, backend: Backend, before: BackendReport, aft
     found: list[tuple[tuple[int, int, int], str]] = []
     converts = 0
     rewrites = _rewrite_names(backend)
-    for key, values in explain._option_values(backend):
+    for key, values in option_values(backend):
         if values and all(v.lstrip("-").isdigit() for v in values):
             values = [values[0], values[-1]]  # (the ends of the range explain tries)
         for value in values:
-            variant = explain._configure(backend, {key: value})
+            variant = with_options(backend, {key: value})
             if variant is None:
                 continue
-            change = explain._format_change(backend.name, {key: value})
+            change = option_text(backend.name, {key: value})
             if after is not None and after_convert is not None and _rewrite_names(variant) != rewrites:
                 if converts >= MAX_CONVERTS or after.verdict.startswith("YES"):
                     continue
