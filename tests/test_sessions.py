@@ -75,12 +75,18 @@ def mobilenet_v3_like(blocks: int = 3) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+THREE = pytest.mark.skipif(not all(has_backend(b) for b in ("nnapi", "coreml", "qnn")),
+                           reason="needs the nnapi, coreml and qnn backends (tox -e qnn installs them)")
+
+
+@THREE
 def test_check_with_three_backends_opens_the_model_once_and_each_written_view_once(count_sessions):
     # nnapi and coreml rewrite the 16 Sums alike: their after-convert files are the same bytes, one view
     _run("check", LIGHT_DIR / "light_resnet50.onnx", "--ep", "nnapi,coreml,qnn")
     assert len(count_sessions) <= 2, count_sessions
 
 
+@THREE
 def test_check_of_function_ops_kept_whole_for_one_backend(tmp_path, count_sessions):
     # qnn takes HardSwish whole: the model with it cut out once, the same for each backend alone; nnapi's and
     # coreml's after-convert files differ (nnapi rewrites HardSigmoid)
