@@ -73,8 +73,15 @@ BASELINE_SLOWDOWN_LIMIT = 1.10
 #: medians over the models: check --ep nnapi, check with three backends; no model's check --ep nnapi above
 #: the last; convert --no-verify against ORT's converter.
 FLOOR_TARGETS = {"nnapi": 1.5, "three": 1.8, "max": 2.5, "convert": 1.3}
-#: The backends of "check with three backends".
+#: The backends of "check with three backends" (those of them installed).
 THREE_BACKENDS = "nnapi,coreml,qnn"
+
+
+def _three_backends() -> str:
+    from mobile_ep.contract.plugins import make_plugins
+
+    installed = make_plugins().backends()
+    return ",".join(b for b in THREE_BACKENDS.split(",") if b in installed) or "nnapi"
 
 
 def installed_backends(python: str = sys.executable) -> str:
@@ -91,7 +98,7 @@ def bench_model(path: pathlib.Path, repeats: int, warmup: int, work: pathlib.Pat
     check = {
         "ours_nnapi": [*ours, "check", model, "--ep", "nnapi"],
         "ours_all": [*ours, "check", model],
-        "ours_three": [*ours, "check", model, "--ep", THREE_BACKENDS],
+        "ours_three": [*ours, "check", model, "--ep", _three_backends()],
         "ort": [sys.executable, "-m", "onnxruntime.tools.check_onnx_model_mobile_usability", model],
         "floor": [sys.executable, str(pathlib.Path(__file__).parent / "ort_floor.py"), model],
     }
