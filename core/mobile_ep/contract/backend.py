@@ -103,6 +103,11 @@ class Backend:
     #: Whether a command without ``--ep`` uses this backend (every installed backend is used by default); False
     #: for a backend used only when named (mobile-ep-ort's ``ort:<EP>``, which asks a real EP).
     selected_by_default: ClassVar[bool] = True
+    #: Whether the backend's claims are a real EP's answer about the whole graph (:meth:`excluded_nodes`, its
+    #: rules claiming everything), as mobile-ep-ort's ``ort:<EP>``: its rewrites are tried on the nodes the EP
+    #: leaves on the CPU, one rewrite at a time, and one is kept only when the EP, asked again about the
+    #: rewritten graph, takes more (:func:`mobile_ep.passes.conversion.legalize_and_partition`).
+    answers_whole_graph: ClassVar[bool] = False
 
     def __init__(self, options: Any = None) -> None:
         if not self.name:

@@ -47,7 +47,7 @@ class Conversion:
         backend's partition of *model* as it is, with the cost model's default limits (:func:`analyze`), which
         is the plan when no rewrite applies and *options* set no other limits."""
         defaults = Options()
-        if found is not None and (options.cost_model, options.max_partitions, options.min_nodes) == (
+        if found is not None and not (backend.answers_whole_graph and options.legalize) and (options.cost_model, options.max_partitions, options.min_nodes) == (
                 defaults.cost_model, defaults.max_partitions, defaults.min_nodes) and not (
                 options.legalize and LegalizePass(backend).has_work(model)):
             partition = PartitionPass(backend, options)
@@ -88,7 +88,10 @@ def legalize_and_partition(model: ir.Model, backend: Backend, options: Options
                             ) -> tuple[ir.Model, PartitionPass, list[dict]]:
     """Legalize *model* (a copy, if a rewrite applies) for *backend* and partition it; rewrites whose nodes only
     make partitions the cost model rejects are undone (tried again without them).  Returns the model, the
-    partition pass (with its results) and the rewrites applied."""
+    partition pass (with its results) and the rewrites applied.  For a backend that answers about the whole
+    graph: :func:`asking_again`."""
+    if backend.answers_whole_graph and options.legalize:
+        return asking_again(model, backend, options)
     skip: set[str] = set()
     while True:
         legalize = LegalizePass(backend, skip=skip) if options.legalize else None
@@ -101,3 +104,37 @@ def legalize_and_partition(model: ir.Model, backend: Backend, options: Options
             break
         skip |= undo
     return candidate, partition, [a.as_dict() for a in legalize.applied] if legalize else []
+
+
+def _left(partition: PartitionPass) -> tuple[int, int]:
+    """What rewritten graphs are compared by: the nodes the backend leaves on the CPU, and its partitions."""
+    assert partition.proposal is not None
+    taken = sum(len(p.nodes) for p in partition.proposal.partitions)
+    return len(partition.nodes) - taken, len(partition.proposal.partitions)
+
+
+def asking_again(model: ir.Model, backend: Backend, options: Options) -> tuple[ir.Model, PartitionPass, list[dict]]:
+    """Legalize and partition for a backend whose claims are a real EP's answer about the whole graph
+    (``Backend.answers_whole_graph``): each of its rewrites, in order, is tried on the nodes the EP leaves on
+    the CPU, and the rewritten graph is kept only when the EP, asked about it, leaves fewer nodes on the CPU
+    in no more partitions than before (one question of the EP per rewrite that applies)."""
+    best = PartitionPass(backend, options)
+    best(model)
+    applied: list[dict] = []
+    for rewrite in backend.rewrites():
+        assert best.proposal is not None
+        left = frozenset(n.name or "" for n in best.nodes) - {
+            n.name or "" for p in best.proposal.partitions for n in p.nodes}
+        if not left:
+            break
+        legalize = LegalizePass(backend, rewrites=(rewrite,), unclaimed=left)
+        if not legalize.has_work(model):
+            continue
+        candidate = model.clone()
+        partition = PartitionPass(backend, options)
+        ir.passes.PassManager([legalize, partition])(candidate)
+        before, after = _left(best), _left(partition)
+        if legalize.applied and after[0] < before[0] and after[1] <= before[1]:
+            model, best = candidate, partition
+            applied += [a.as_dict() for a in legalize.applied]
+    return model, best, applied

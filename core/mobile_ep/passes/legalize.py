@@ -92,11 +92,18 @@ def _detach(nodes: Sequence[ir.Node]) -> None:
 
 
 class LegalizePass(ir.passes.InPlacePass):
-    def __init__(self, backend: Backend, skip: set[str] | frozenset[str] = frozenset()) -> None:
+    """*rewrites*: these instead of the backend's own; *unclaimed*: names of the nodes to take as not claimed
+    whatever the rules say (for a backend whose claims are a real EP's answer about the whole graph: the nodes
+    the EP left on the CPU), the nodes a rewrite makes being asked of the rules as usual."""
+
+    def __init__(self, backend: Backend, skip: set[str] | frozenset[str] = frozenset(), *,
+                 rewrites: Sequence[Rewrite] | None = None, unclaimed: frozenset[str] | None = None) -> None:
         super().__init__()
         self.backend = backend
         #: Names of nodes to leave alone (e.g. where the cost model rejected the result).
         self.skip = set(skip)
+        self.rewrites = rewrites
+        self.unclaimed = unclaimed
         self.applied: list[Applied] = []
         self.skipped: list[Skipped] = []
         #: The rules' answers by node signature, for the nodes looked at and those rewrites make (None: every
@@ -106,7 +113,7 @@ class LegalizePass(ir.passes.InPlacePass):
 
     def _rewrites_by_op(self) -> dict[tuple[str, str], list[Rewrite]]:
         by_op: dict[tuple[str, str], list[Rewrite]] = {}
-        for rewrite in self.backend.rewrites():
+        for rewrite in self.backend.rewrites() if self.rewrites is None else self.rewrites:
             for op_type in rewrite.op_types:
                 by_op.setdefault((rewrite.domain, op_type), []).append(rewrite)
         return by_op
@@ -209,6 +216,8 @@ class LegalizePass(ir.passes.InPlacePass):
     def _claims(self, ctx: ProposalContext, node: ir.Node) -> Support:
         """``ctx.claims(node)``, asked once per node signature where *node*'s rule answers by signature
         (:meth:`ProposalContext.ask`, as the partitioner does)."""
+        if self.unclaimed is not None and node.name in self.unclaimed:
+            return Support.no("left on the CPU")
         signatures = self._signatures
         signature = None if signatures is None else ctx.memo_signature(node)
         if signature is None:

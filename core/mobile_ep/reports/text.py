@@ -322,8 +322,9 @@ def convert_text(report: ConvertReport, *, verbose: bool = False, terminal: bool
         lines.append(f"    {kind:<9}{path}")
     compiled = getattr(report, "compiled", None)
     if compiled is not None:
-        lines.append(f"    {'bundle':<9}{compiled.bundle}")
-        lines.append(f"    {'adapter':<9}{compiled.adapter}")
+        for kind, path in (("compiled", compiled.path), ("bundle", compiled.bundle), ("adapter", compiled.adapter)):
+            if path and path not in report.outputs.values():
+                lines.append(f"    {kind:<9}{path}")
         short = predicted_nodes(report) - compiled.compiled_nodes
         lines.extend(out.wrap(f"compiled: {len(compiled.compiled)} partition(s), {compiled.compiled_nodes}/"
                               f"{compiled.nodes} nodes as {compiled.backend} payloads"

@@ -5,8 +5,9 @@
 and the nodes the EP took are the backend's claims (:func:`mobile_ep.ep_libraries.assignment`, in a child
 process: a library that crashes or hangs costs the answer, not the run).  Every other node stays on the CPU
 with the reason "not taken by <EP> (the EP gives no reason)".  The claims are grouped into partitions by
-ONNX Runtime's own algorithm, as the EP's are.  There are no rewrites: the EP is the judge of the graph it
-is given.
+ONNX Runtime's own algorithm, as the EP's are.  Rewrites: every exact rewrite of mobile-ep's library is tried
+on the nodes the EP leaves on the CPU, and one is kept only when the EP, asked again about the rewritten
+graph, takes more (the EP is the judge of every graph it is given).
 
 ``convert --ep ort:<EP> --compile`` has onnxruntime's ``ModelCompiler`` write the EPContext model (its context
 files beside it, ``embed_mode=0``), then runs it where the EP runs on this machine (QNN's HTP simulator, a CPU
@@ -33,6 +34,7 @@ from mobile_ep import (
     SUPPORTED,
     Backend,
     NodeUnit,
+    Rewrite,
     RuleContext,
     RuleRegistry,
     Support,
@@ -64,6 +66,7 @@ class PluginEpBackend(Backend):
     plugin_api = 1
     needs_seconds = libraries.SESSION_SECONDS
     selected_by_default = False  # (used when named: it loads the EP's library and asks it)
+    answers_whole_graph = True
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
         super().__init__(MappingProxyType(dict(options or {})))
@@ -100,6 +103,22 @@ class PluginEpBackend(Backend):
         (:data:`mobile_ep.ep_libraries.DEFAULT_PROVIDER_OPTIONS`)."""
         defaults = libraries.DEFAULT_PROVIDER_OPTIONS.get(self.library.ep_name, {})
         return {**defaults, **{str(k): str(v) for k, v in self.options.items()}}
+
+    def rewrites(self) -> tuple[Rewrite, ...]:
+        """Every exact rewrite of mobile-ep's library (:mod:`mobile_ep.rewrites`; none approximate), in its
+        order: the EP is asked again about the graph each one rewrites, and it is kept only where the EP then
+        leaves fewer nodes on the CPU in no more partitions."""
+        from mobile_ep import rewrites as library
+
+        made = []
+        for name in library.__all__:
+            kind = getattr(library, name)
+            if isinstance(kind, type) and issubclass(kind, Rewrite) and kind.max_abs_error is None:
+                try:
+                    made.append(kind())
+                except TypeError:  # (one that takes settings: not tried blind)
+                    continue
+        return tuple(made)
 
     # -- placement ------------------------------------------------------------------------------
     def supports(self, unit: NodeUnit, ctx: RuleContext) -> Support:

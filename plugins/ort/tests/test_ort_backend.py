@@ -244,3 +244,55 @@ def test_an_ep_that_crashes_on_a_model_is_an_answer_not_the_end_of_the_run(tmp_p
     assert result.returncode == 0, result.stderr
     (node,) = json.loads(result.stdout)["backends"][QNN]["unsupported"]
     assert "QNNExecutionProvider crashed (SIGSEGV) while creating a session" in node["reason"]
+
+
+def layernorm_not_last_axis(tmp_path: pathlib.Path) -> pathlib.Path:
+    """Relu -> LayerNormalization over axes 1.. (not only the last: the QNN EP leaves it on the CPU) -> Relu."""
+    rng = np.random.default_rng(1)
+    scale = numpy_helper.from_array(rng.random((8, 4)).astype(np.float32) + 0.5, "scale")
+    bias = numpy_helper.from_array(rng.random((8, 4)).astype(np.float32), "bias")
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("LayerNormalization", ["r", "scale", "bias"], ["n"], name="ln", axis=1),
+             helper.make_node("Relu", ["n"], ["y"], name="relu2")]
+    return save(tmp_path / "ln.onnx", nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 4])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 4])], [scale, bias])
+
+
+def bool_tile_of_rank_5(tmp_path: pathlib.Path) -> pathlib.Path:
+    """Greater -> Tile of a rank-5 bool tensor -> Cast: the QNN EP takes none of it, nor the Concat that
+    tile-to-concat would make of the Tile."""
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["g"], name="gt"),
+             helper.make_node("Tile", ["g", "repeats"], ["t"], name="tile"),
+             helper.make_node("Cast", ["t"], ["y"], name="cast", to=TensorProto.FLOAT)]
+    return save(tmp_path / "tile.onnx", nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 2, 2, 2])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 2, 2, 4])],
+                [numpy_helper.from_array(np.zeros(1, np.float32), "zero"),
+                 numpy_helper.from_array(np.array([1, 1, 1, 1, 2], np.int64), "repeats")])
+
+
+def test_a_rewrite_is_kept_where_the_ep_then_takes_more(tmp_path):
+    path = layernorm_not_last_axis(tmp_path)
+    before = the_eps_own_answer(path, tmp_path)
+    assert "ln" not in ep_libraries.node_names(before.nodes, {"relu", "ln", "relu2"})
+    out = tmp_path / "out"
+    result = cli("convert", path, "--ep", QNN, "-o", out)
+    assert result.returncode == 0, result.stderr  # (verified against onnxruntime's CPU result on the original)
+    report = json.loads((out / "report.json").read_text())["partitioning"]
+    assert [r["rewrite"] for r in report["rewrites"]] == ["layernorm-to-primitives"]
+    assert report["supported_nodes"] == report["nodes"] and len(report["partitions"]) == 1
+    written = next(out.glob("*.onnx"))
+    assert "LayerNormalization" not in {n.op_type for n in onnx.load(written).graph.node}
+    # the EP itself, asked about the written file, takes every node
+    after = the_eps_own_answer(written, tmp_path)
+    assert len(after.partitions) == 1
+    assert ep_libraries.node_names(after.nodes, {n.name for n in onnx.load(tmp_path / "basic.onnx").graph.node}) \
+        == {n.name for n in onnx.load(tmp_path / "basic.onnx").graph.node}
+
+
+def test_a_rewrite_the_ep_takes_no_more_with_is_not_kept(tmp_path):
+    out = tmp_path / "out"
+    result = cli("convert", bool_tile_of_rank_5(tmp_path), "--ep", QNN, "-o", out, "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads((out / "report.json").read_text())["partitioning"]
+    assert not report.get("rewrites")
+    assert "Tile" in {n.op_type for n in onnx.load(next(out.glob("*.onnx"))).graph.node}
