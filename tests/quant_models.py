@@ -250,3 +250,43 @@ def write(name: str, folder: pathlib.Path, *, quantized: bool = True, per_channe
         return float_path
     suffix = "_pc" if per_channel else ""
     return quantize(float_path, folder / f"{name}{suffix}.qdq.onnx", per_channel=per_channel)
+
+
+def requantization_ties(seed: int = 1) -> onnx.ModelProto:
+    """A QDQ model (input [1,16,8,8]) on which onnxruntime's integer kernels and the QDQ graph's float
+    arithmetic part by several output steps: a per-channel 1×1 QDQ Conv whose scales (input 0.1, weight
+    0.3, output 0.06) put many requantized values next to a rounding tie, which QLinearConv's
+    requantization and the float QuantizeLinear round on different sides of, then a 1×1 Conv that sums 16
+    such channels (weights all 1) into an output of scale 0.03: 4 output steps at onnxruntime's default
+    level with mobile-ep's verification inputs (seed 0), 0 with its optimizations disabled."""
+    rng = np.random.default_rng(seed)
+    inits: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+
+    def init(name: str, array) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def qdq(x: str, scale: float, tag: str) -> str:
+        s, z = init(f"s_{tag}", np.float32(scale)), init(f"z_{tag}", np.uint8(128))
+        nodes.append(helper.make_node("QuantizeLinear", [x, s, z], [f"q_{tag}"], name=f"q_{tag}"))
+        nodes.append(helper.make_node("DequantizeLinear", [f"q_{tag}", s, z], [f"d_{tag}"], name=f"dq_{tag}"))
+        return f"d_{tag}"
+
+    def weight(w: np.ndarray, scale: float, tag: str) -> str:
+        args = [init(f"w_{tag}", w.astype(np.int8)), init(f"ws_{tag}", np.full(len(w), scale, np.float32)),
+                init(f"wz_{tag}", np.zeros(len(w), np.int8))]
+        nodes.append(helper.make_node("DequantizeLinear", args, [f"dw_{tag}"], name=f"dqw_{tag}", axis=0))
+        return f"dw_{tag}"
+
+    x = qdq(INPUT, 0.1, "in")
+    nodes.append(helper.make_node("Conv", [x, weight(rng.integers(-127, 128, (16, 16, 1, 1)), 0.3, "1")], ["c1"],
+                                  name="conv_1", kernel_shape=[1, 1]))
+    h = qdq("c1", 0.06, "h")
+    nodes.append(helper.make_node("Conv", [h, weight(np.full((4, 16, 1, 1), 127), 1 / 127, "2")], ["c2"],
+                                  name="conv_2", kernel_shape=[1, 1]))
+    y = qdq("c2", 0.03, "out")
+    nodes.append(helper.make_node("Identity", [y], ["output"], name="out"))
+    graph = helper.make_graph(nodes, "requantization_ties", [helper.make_tensor_value_info(INPUT, TensorProto.FLOAT, [1, 16, 8, 8])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -174,3 +175,38 @@ def test_a_branch_that_breaks_once_dims_are_fixed_names_the_const_that_keeps_onl
     assert "an If (by_rate) branches on input 'sr': fix it with --const sr=16000" in line, line
     proc = cli("convert", path, "--ep", "nnapi", "--shape", "x=1,4", "--const", "sr=16000", "-o", tmp_path / "out")
     assert proc.returncode == 0 and proc.stdout.count("matches the original") == 2, proc.stdout + proc.stderr
+
+
+def _relu_model(path):
+    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [_value("x", [1, 4])],
+                                                  [_value("y", [1, 4])]),
+                                opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
+    return path
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_crash_in_a_batch_is_that_models_failure_alone(tmp_path, crashing, jobs):
+    """Each model of a batch runs in a process of its own: the crash is the crashing model's one line and exit
+    code 8 in the summary; the models beside it (in the same pool, before and after it) are checked."""
+    first, last = _relu_model(tmp_path / "first.onnx"), _relu_model(tmp_path / "last.onnx")
+    proc = cli("check", first, crashing, last, "--ep", "nnapi", "--jobs", jobs, "--json")
+    assert proc.returncode == 6, (proc.returncode, proc.stderr)
+    models = {pathlib.Path(m["model"]).name: m for m in json.loads(proc.stdout)["models"]}
+    assert models["first.onnx"]["ok"] and models["last.onnx"]["ok"], models
+    failed = models["vad_ifs.onnx"]
+    assert failed["exit_code"] == EXIT_CRASH
+    assert failed["error"].startswith(f"{crashing}: onnxruntime crashed (SIGSEGV) at step \"loading and folding"), failed
+    crash_lines = [line for line in _errors(proc.stderr) if "crashed" in line]
+    assert crash_lines == [f"mobile-ep: error: {failed['error']}"], proc.stderr
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_crash_in_a_batch_convert_leaves_no_files_of_that_model(tmp_path, crashing):
+    good = _relu_model(tmp_path / "good.onnx")
+    out = tmp_path / "out"
+    proc = cli("convert", crashing, good, "--ep", "nnapi", "-o", out, "--jobs", "2")
+    assert proc.returncode == 6, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["good"]  # (a folder per model; none for the crashed one)
+    assert (out / "good" / "good.nnapi.onnx").is_file()
+    assert not [p for p in out.rglob("*") if p.name.startswith(("vad_ifs", STAGING_PREFIX))]
+    assert "vad_ifs.onnx: onnxruntime crashed (SIGSEGV)" in proc.stderr, proc.stderr

@@ -187,7 +187,8 @@ def _convert(source: pathlib.Path, proto, backend: Backend, opts: Options, out_d
             with timer("verify"):
                 try:
                     checked = verification.verify(reference, [p for k, p in paths.items() if k != "report"], backend,
-                                                  opts, as_is.model, seed, proto=None if const else proto)
+                                                  opts, as_is.model, seed, proto=None if const else proto,
+                                                  applied=conversion.rewrites)
                 except runtime.InputError as exc:  # the outputs stand; the report says why they were not verified
                     not_verified = exc
         changed, app_inputs = interface.app_interface(proto, paths["onnx"], opts.consts)

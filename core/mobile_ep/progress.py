@@ -84,10 +84,13 @@ def paused() -> Iterator[None]:
 _LISTENERS: list[Callable[[str, str], None]] = []
 
 
-def listen(listener: Callable[[str, str], None]) -> None:
+def listen(listener: Callable[[str, str], None], *, alone: bool = False) -> None:
     """Call *listener* with ``(kind, value)`` for the rest of the process: ``("model", path)`` when a
     model given by the user is read, ``("step", name)`` when a step starts, ``("stage", folder)`` when an
-    output staging folder is made (the command line's crash supervision, :mod:`mobile_ep.cli.crash`)."""
+    output staging folder is made (the command line's crash supervision, :mod:`mobile_ep.cli.crash`).
+    *alone*: instead of the listeners so far (a forked job of a batch watches only itself)."""
+    if alone:
+        _LISTENERS.clear()
     _LISTENERS.append(listener)
 
 

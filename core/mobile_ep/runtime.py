@@ -96,26 +96,33 @@ class Verification:
     candidate: str
     outputs: list[OutputDiff]
     seed: int
+    #: What the candidate was compared with, when not the original as onnxruntime runs it by default: a
+    #: sentence saying which run of the original and why (see :func:`verify`'s ``reference_level``).
+    reference: str = ""
 
     @property
     def ok(self) -> bool:
         return all(o.ok for o in self.outputs)
 
     def as_dict(self) -> dict:
-        return {"model": self.candidate, "ok": self.ok, "seed": self.seed,
-                "outputs": [o.as_dict() for o in self.outputs]}
+        result = {"model": self.candidate, "ok": self.ok, "seed": self.seed,
+                  "outputs": [o.as_dict() for o in self.outputs]}
+        if self.reference:
+            result["reference"] = self.reference
+        return result
 
 
-def _session(path: str | os.PathLike):
-    """A session that runs the model at *path* on onnxruntime's CPU EP (kept while a command asks for the same
-    file again: :func:`mobile_ep.sessions.runnable`)."""
-    return sessions.runnable(path, lambda: _open(path))
+def _session(path: str | os.PathLike, level: str | None = None):
+    """A session that runs the model at *path* on onnxruntime's CPU EP, at optimization *level*
+    (:data:`mobile_ep.sessions.LEVELS`; onnxruntime's default if None), kept while a command asks for the same
+    file again (:func:`mobile_ep.sessions.runnable`)."""
+    return sessions.runnable(path, lambda: _open(path, level), level=level)
 
 
-def _open(path: str | os.PathLike):
+def _open(path: str | os.PathLike, level: str | None = None):
     from mobile_ep.export.ort_format import ort_model_source
 
-    so = sessions.options()
+    so = sessions.options(level=level)
     try:
         try:  # (the file as it is; only a model onnxruntime refuses is read, in case its IR version is the cause)
             return sessions.open_session(path, so)
@@ -194,9 +201,11 @@ def make_inputs(
 
 
 def _references(original: str | os.PathLike, seed: int, dims: Mapping[str, int] | None,
-                shapes: Mapping[str, Sequence[int]] | None) -> Iterator[tuple[dict[str, Any], dict[str, np.ndarray]]]:
-    """Inputs the original model runs on, and its outputs, for each of :data:`UNKNOWN_DIM_FILLS` in turn
-    (filling the unknown dims) that it runs with.  An :class:`InputError` when it runs with none."""
+                shapes: Mapping[str, Sequence[int]] | None,
+                level: str | None = None) -> Iterator[tuple[dict[str, Any], dict[str, np.ndarray]]]:
+    """Inputs the original model runs on, and its outputs (run at optimization *level*), for each of
+    :data:`UNKNOWN_DIM_FILLS` in turn (filling the unknown dims) that it runs with.  An :class:`InputError`
+    when it runs with none."""
     first: Exception | None = None
     ran = False
     dynamic = any(not isinstance(d, int) or d < 0 for arg in _session(original).get_inputs() for d in arg.shape or [])
@@ -209,7 +218,7 @@ def _references(original: str | os.PathLike, seed: int, dims: Mapping[str, int] 
         if fill > 1 and any(np.size(v) > _MAX_FILL_ELEMENTS for v in feeds.values() if isinstance(v, np.ndarray)):
             break
         try:
-            reference = run(original, feeds)
+            reference = run(original, feeds, level=level)
         except ModelError as exc:
             if "did not finish running" in str(exc):
                 raise  # (a model that does not end: not the inputs' fault)
@@ -225,20 +234,21 @@ def _references(original: str | os.PathLike, seed: int, dims: Mapping[str, int] 
 
 
 def run(path: str | os.PathLike, feeds: Mapping[str, np.ndarray], *,
-        backends: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
-    """The model's outputs on *feeds*: onnxruntime's CPU EP, with the backends' emulators for compiled
-    partitions (*backends* by name; by default the installed ones)."""
+        backends: Mapping[str, Any] | None = None, level: str | None = None) -> dict[str, np.ndarray]:
+    """The model's outputs on *feeds*: onnxruntime's CPU EP (at optimization *level*, by default onnxruntime's),
+    with the backends' emulators for compiled partitions (*backends* by name; by default the installed ones)."""
     if is_compiled_model(path):
         return run_compiled(path, feeds, backends=backends)
-    return sessions.outputs(path, feeds, lambda: _run(path, feeds))  # (a file's outputs on these inputs: once)
+    # (a file's outputs on these inputs at this level: once)
+    return sessions.outputs(path, feeds, lambda: _run(path, feeds, level), level=level)
 
 
-def _run(path: str | os.PathLike, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _run(path: str | os.PathLike, feeds: Mapping[str, np.ndarray], level: str | None = None) -> dict[str, np.ndarray]:
     import threading
 
     import onnxruntime as ort
 
-    session = _session(path)
+    session = _session(path, level)
     names = [o.name for o in session.get_outputs()]
     known = {i.name for i in session.get_inputs()}
     # A valid model may still never finish (a Loop of 2**62 iterations): stop it after RUN_TIMEOUT seconds.
@@ -376,16 +386,25 @@ def quantized_outputs(path: str | os.PathLike, proto: Any = None) -> dict[str, Q
 def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike], *, seed: int = 0,
            dims: Mapping[str, int] | None = None, shapes: Mapping[str, Sequence[int]] | None = None,
            atol: float = ATOL, rtol: float = RTOL, backends: Mapping[str, Any] | None = None,
-           proto: Any = None) -> list[Verification]:
+           proto: Any = None, reference_level: str | None = None, reference_why: str = "") -> list[Verification]:
     """Run *original* (*proto*: the file as read, if at hand) and each candidate on the same generated inputs
     and compare every output.
 
     A compiled-partition candidate runs with its backends' emulators, compared with the larger of the
-    given tolerances and those its payloads declare (``rtol``/``atol`` metadata).
+    given tolerances and those its payloads declare (``rtol``/``atol`` metadata).  *reference_level*: the
+    original runs at that optimization level (:data:`mobile_ep.sessions.LEVELS`) instead of onnxruntime's
+    default -- for candidates that compute what the original's graph says where the default level would
+    run other arithmetic (a QDQ graph's float ops, which the default level turns into integer kernels);
+    *reference_why* says so, and each :class:`Verification` carries the sentence.  The tolerances stay.
     """
     quantized = quantized_outputs(original, proto)
     failure: Exception | None = None
-    for feeds, reference in _references(original, seed, dims, shapes):
+    reference_text = ""
+    if reference_level is not None:
+        run_as = ("with onnxruntime's graph optimizations disabled" if reference_level == "disable"
+                  else f"at onnxruntime's {reference_level} optimization level")
+        reference_text = f"compared with the original run {run_as}" + (f" because {reference_why}" if reference_why else "")
+    for feeds, reference in _references(original, seed, dims, shapes, reference_level):
         results = []
         try:
             for c in candidates:
@@ -396,7 +415,7 @@ def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike],
                 outputs = run(c, feeds, backends=backends)
                 results.append(Verification(str(pathlib.Path(c)),
                                             compare(reference, outputs, atol=c_atol, rtol=c_rtol, int_atol=c_int,
-                                                    quantized=quantized), seed))
+                                                    quantized=quantized), seed, reference_text))
         except (ModelError, CompileError) as exc:  # a converted model that cannot run on unknown dims this
             if "did not finish running" in str(exc):  # small (a backend's reflect Pad): larger ones are tried
                 raise

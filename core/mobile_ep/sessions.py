@@ -191,13 +191,14 @@ def write_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path, *,
     return out
 
 
-def runnable(path: str | os.PathLike, make: Callable[[], Any]) -> Any:
-    """The session *make* builds to run the model at *path*; within a command the last one is kept, and asked
-    again for the same file, given back (one at a time: a model's weights are held once)."""
+def runnable(path: str | os.PathLike, make: Callable[[], Any], *, level: str | None = None) -> Any:
+    """The session *make* builds to run the model at *path* (at optimization *level*, :func:`options`);
+    within a command the last one is kept, and asked again for the same file at the same level, given back
+    (one at a time: a model's weights are held once)."""
     views = _current()
     if views is None:
         return make()
-    stamp = _stamp(pathlib.Path(path))
+    stamp = (_stamp(pathlib.Path(path)), level)
     if views.session is not None and views.session[0] == stamp:
         return views.session[1]
     views.session = None  # (the last one released before the next is built)
@@ -206,13 +207,14 @@ def runnable(path: str | os.PathLike, make: Callable[[], Any]) -> Any:
     return session
 
 
-def outputs(path: str | os.PathLike, feeds: Mapping[str, Any], run: Callable[[], dict]) -> dict:
-    """The outputs of the model at *path* on *feeds* (*run* computes them); within a command each file's outputs
-    for the same inputs are computed once."""
+def outputs(path: str | os.PathLike, feeds: Mapping[str, Any], run: Callable[[], dict], *,
+            level: str | None = None) -> dict:
+    """The outputs of the model at *path* on *feeds* (*run* computes them, at optimization *level*); within a
+    command each file's outputs for the same inputs at the same level are computed once."""
     views = _current()
     if views is None:
         return run()
-    key = (_stamp(pathlib.Path(path)), _feeds_digest(feeds))
+    key = (_stamp(pathlib.Path(path)), _feeds_digest(feeds), level)
     if key not in views.outputs:
         views.outputs[key] = run()
     return dict(views.outputs[key])

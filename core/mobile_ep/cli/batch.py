@@ -5,8 +5,9 @@ model, ``--jobs N`` at a time, continues past a model that fails, and ends with 
 partitions, share of nodes claimed and verdict per backend, or the error.  When a model failed the exit
 code is :data:`EXIT_SOME_FAILED`.
 
-Jobs are processes (forked, so they share the loaded plugins) where the platform can fork, threads
-elsewhere.  Each job returns a :class:`ModelResult` — plain data, never the model.
+Jobs are processes (forked, so they share the loaded plugins; one per model, so that a native crash is
+that model's failure alone) where the platform can fork, threads elsewhere.  Each job returns a
+:class:`ModelResult` — plain data, never the model.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ import multiprocessing
 import os
 import pathlib
 import shutil
+import signal
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
 
 from mobile_ep import progress
+from mobile_ep.cli import crash
 from mobile_ep.errors import EXIT_FAILURE, MobileEpError, ModelError
 
 __all__ = [
@@ -138,10 +142,6 @@ def unique_stems(paths: Sequence[pathlib.Path]) -> list[str]:
 # --------------------------------------------------------------------------------------------------
 # Running
 # --------------------------------------------------------------------------------------------------
-#: The job of the current batch (set before the workers fork, so they inherit it).
-_WORK: Callable[[int], ModelResult] | None = None
-
-
 def _guarded(work: Callable[[int], ModelResult], index: int, name: str, debug: bool) -> ModelResult:
     start = time.perf_counter()
     try:
@@ -156,16 +156,86 @@ def _guarded(work: Callable[[int], ModelResult], index: int, name: str, debug: b
     return result
 
 
-def _worker(index: int, name: str, debug: bool) -> ModelResult:
-    assert _WORK is not None
-    with progress.reporting(None):  # never draw from a worker
-        return _guarded(_WORK, index, name, debug)
+def _fork_possible() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
 
 
-def _executor(jobs: int) -> concurrent.futures.Executor:
-    if "fork" in multiprocessing.get_all_start_methods():
-        return concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
-    return concurrent.futures.ThreadPoolExecutor(jobs)
+class _Job:
+    """One model in a forked process of its own: its result comes back through a pipe; a native crash
+    (:data:`~mobile_ep.cli.crash.CRASH_SIGNALS`) is this model's failure, with the line and exit code a
+    lone model gets (:mod:`mobile_ep.cli.crash`)."""
+
+    def __init__(self, index: int, name: str, work: Callable[[int], ModelResult], debug: bool):
+        import mmap
+
+        self.index, self.name = index, name
+        self.shared = mmap.mmap(-1, crash.SHARED_BYTES)
+        self.trace = tempfile.TemporaryFile(prefix="mobile-ep-crash-")
+        self.start = time.perf_counter()
+        context = multiprocessing.get_context("fork")
+        self.reader, writer = context.Pipe(duplex=False)
+        self.process = context.Process(target=self._run, args=(work, debug, writer), daemon=True)
+        self.process.start()
+        writer.close()
+
+    def _run(self, work: Callable[[int], ModelResult], debug: bool, writer) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # (Ctrl-C: the batch stops and kills its jobs)
+        crash.watch(self.shared, self.trace, self.name, alone=True)
+        with progress.reporting(None):  # never draw from a job
+            result = _guarded(work, self.index, self.name, debug)
+        writer.send(result)
+        writer.close()
+
+    def result(self) -> ModelResult:
+        """Once :attr:`reader` is ready: the job's result, or its failure if the process died."""
+        try:
+            result = self.reader.recv()
+        except (EOFError, OSError):
+            result = None
+        self.process.join()
+        self.reader.close()
+        if result is None:
+            code = self.process.exitcode or 0
+            if -code in crash.CRASH_SIGNALS:
+                line = crash.died(-code, self.shared, self.trace)
+                result = ModelResult(self.name, False, crash.EXIT_CRASH, line.removeprefix("mobile-ep: error: "))
+            else:
+                how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                result = ModelResult(self.name, False, EXIT_FAILURE,
+                                     f"internal error: the job running this model died ({how})")
+            result.seconds = time.perf_counter() - self.start
+        self.shared.close()
+        self.trace.close()
+        return result
+
+
+def _run_forked(paths: Sequence[pathlib.Path], work: Callable[[int], ModelResult], jobs: int, debug: bool,
+                on_result: Callable[[ModelResult], None] | None, label: str) -> list[ModelResult]:
+    from multiprocessing.connection import wait
+
+    results: list[ModelResult | None] = [None] * len(paths)
+    waiting = list(range(len(paths)))
+    running: dict[object, _Job] = {}
+    tracker = progress.track(range(len(paths)), label, total=len(paths))
+    next(tracker, None)  # (begins the bar; each result done advances it)
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                i = waiting.pop(0)
+                job = _Job(i, str(paths[i]), work, debug)
+                running[job.reader] = job
+            for reader in wait(list(running)):
+                job = running.pop(reader)
+                results[job.index] = result = job.result()
+                next(tracker, None)
+                if on_result is not None:
+                    on_result(result)
+    finally:
+        for job in running.values():  # (interrupted)
+            job.process.kill()
+            job.process.join()
+        tracker.close()
+    return results  # type: ignore[return-value]
 
 
 def run_many(paths: Sequence[pathlib.Path], work: Callable[[int], ModelResult], *, jobs: int = 1,
@@ -174,35 +244,33 @@ def run_many(paths: Sequence[pathlib.Path], work: Callable[[int], ModelResult], 
     """``work(i)`` for each model (``paths[i]``), *jobs* at a time; results in input order.
 
     ``work`` may raise: a :class:`MobileEpError` becomes a failed result with its exit code, anything
-    else a failed result with exit code 1.  ``on_result`` sees each result as it comes in.
+    else a failed result with exit code 1.  Where the platform can fork, each model of several runs in a
+    forked process of its own, so that a native crash on one model is that model's failure (exit code
+    :data:`~mobile_ep.cli.crash.EXIT_CRASH`) and the others go on.  ``on_result`` sees each result as it
+    comes in.
     """
-    global _WORK
-    results: list[ModelResult | None] = [None] * len(paths)
     jobs = max(1, jobs)
+    if len(paths) >= 2 and _fork_possible():
+        return _run_forked(paths, work, jobs, debug, on_result, label)
+    results: list[ModelResult | None] = [None] * len(paths)
     if jobs == 1 or len(paths) < 2:
         for i in progress.track(range(len(paths)), label, total=len(paths)):
             results[i] = _guarded(work, i, str(paths[i]), debug)
             if on_result is not None:
                 on_result(results[i])  # type: ignore[arg-type]
         return results  # type: ignore[return-value]
-    _WORK = work
-    executor = _executor(min(jobs, len(paths)))
-    try:
-        futures = {executor.submit(_worker, i, str(p), debug): i for i, p in enumerate(paths)}
+    with concurrent.futures.ThreadPoolExecutor(min(jobs, len(paths))) as executor:
+        futures = {executor.submit(_threaded, work, i, str(p), debug): i for i, p in enumerate(paths)}
         for future in progress.track(concurrent.futures.as_completed(futures), label, total=len(paths)):
-            i = futures[future]
-            try:
-                result = future.result()
-            except Exception as exc:  # the worker died (killed, out of memory)
-                result = ModelResult(str(paths[i]), False, EXIT_FAILURE,
-                                     f"internal error: the job running this model died ({type(exc).__name__}: {exc})")
-            results[i] = result
+            results[futures[future]] = future.result()
             if on_result is not None:
-                on_result(result)
-    finally:
-        executor.shutdown(wait=True, cancel_futures=True)
-        _WORK = None
+                on_result(results[futures[future]])  # type: ignore[arg-type]
     return results  # type: ignore[return-value]
+
+
+def _threaded(work: Callable[[int], ModelResult], index: int, name: str, debug: bool) -> ModelResult:
+    with progress.reporting(None):  # never draw from a worker
+        return _guarded(work, index, name, debug)
 
 
 # --------------------------------------------------------------------------------------------------

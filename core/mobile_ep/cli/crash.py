@@ -31,14 +31,14 @@ import struct
 import sys
 import tempfile
 
-__all__ = ["EXIT_CRASH", "CRASH_SIGNALS", "supervise"]
+__all__ = ["EXIT_CRASH", "CRASH_SIGNALS", "SHARED_BYTES", "supervise", "watch", "died", "crash_message"]
 
 #: The exit code of a command whose process died of a native crash.
 EXIT_CRASH = 8
 #: The signals that are a crash of native code.
 CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE)
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-_SHARED_BYTES = 1 << 16
+SHARED_BYTES = 1 << 16
 _PR_SET_PDEATHSIG = 1
 #: The innermost Python frame of the crashing thread, in these packages, names the library that crashed.
 _LIBRARIES = ("onnxruntime", "onnx", "onnx_ir", "coremltools", "numpy", "google")
@@ -52,7 +52,7 @@ def supervise() -> None:
 
     if not _startup.PROGRAM or os.environ.get(_SUPERVISED) or not _possible():
         return
-    shared = mmap.mmap(-1, _SHARED_BYTES)  # (anonymous and shared with the child)
+    shared = mmap.mmap(-1, SHARED_BYTES)  # (anonymous and shared with the child)
     trace = tempfile.TemporaryFile(prefix="mobile-ep-crash-")
     watched = {signal.SIGCHLD, *_FORWARDED}
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)  # (before the fork: no signal is lost)
@@ -77,16 +77,24 @@ def _possible() -> bool:
 # -- the child -------------------------------------------------------------------------------------
 def _child(shared: mmap.mmap, trace, parent: int) -> None:
     import ctypes
-    import faulthandler
-
-    from mobile_ep import progress
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # (the parent died before prctl)
         os._exit(1)
+    watch(shared, trace)
+
+
+def watch(shared: mmap.mmap, trace, model: str | None = None, *, alone: bool = False) -> None:
+    """In the process that may crash: :mod:`faulthandler` writes to *trace*, the model and step go to
+    *shared* (an anonymous shared page of :data:`SHARED_BYTES`), starting with *model* if given; *alone*:
+    this process's page replaces those it inherited (a forked job of a batch)."""
+    import faulthandler
+
+    from mobile_ep import progress
+
     faulthandler.enable(file=trace, all_threads=True)
-    state: dict[str, object] = {"model": None, "step": None, "stages": []}
+    state: dict[str, object] = {"model": model, "step": None, "stages": []}
 
     def heard(kind: str, value: str) -> None:
         if kind == "stage":
@@ -95,11 +103,23 @@ def _child(shared: mmap.mmap, trace, parent: int) -> None:
             state[kind] = value
             if kind == "model":
                 state["step"] = "read"
-        data = json.dumps(state).encode()[:_SHARED_BYTES - 4]
+        data = json.dumps(state).encode()[:SHARED_BYTES - 4]
         shared[4:4 + len(data)] = data
         shared[:4] = struct.pack("<I", len(data))
 
-    progress.listen(heard)
+    progress.listen(heard, alone=alone)
+    if model is not None:
+        heard("model", model)
+
+
+def died(signum: int, shared: mmap.mmap, trace) -> str:
+    """After a process watched by :func:`watch` died of *signum*: its staging folders are removed and the
+    one line (:func:`crash_message`) returned."""
+    state = _state(shared)
+    for stage in state.get("stages") or []:
+        if isinstance(stage, str):
+            shutil.rmtree(stage, ignore_errors=True)
+    return crash_message(signum, state, _library(trace))
 
 
 # -- the parent ------------------------------------------------------------------------------------
@@ -158,7 +178,7 @@ def crash_message(signum: int, state: dict, library: str | None) -> str:
 def _state(shared: mmap.mmap) -> dict:
     try:
         (size,) = struct.unpack("<I", shared[:4])
-        state = json.loads(shared[4:4 + size].decode()) if 0 < size <= _SHARED_BYTES - 4 else {}
+        state = json.loads(shared[4:4 + size].decode()) if 0 < size <= SHARED_BYTES - 4 else {}
     except (ValueError, struct.error):
         return {}
     return state if isinstance(state, dict) else {}

@@ -141,6 +141,13 @@ class Rewrite:
     #: constants (a Cast of an int64 input): they run on the CPU before any partition and cannot split one.
     #: Every other node it makes must be taken.
     cpu_at_inputs: ClassVar[bool] = False
+    #: The onnxruntime optimization level (``"disable"``, ``"basic"`` ...) at which the original model computes
+    #: what this rewrite writes, when onnxruntime's default level computes something else: ``convert``
+    #: verifies a model this rewrite changed against the original run at that level, with the same
+    #: tolerances, and says so with :attr:`reference_why`.  None: the default level.
+    reference_level: ClassVar[str | None] = None
+    #: Why (a clause after "because"), for the report.
+    reference_why: ClassVar[str] = ""
 
     def match(self, node: ir.Node, ctx: RuleContext) -> Support:
         """Whether this rewrite can replace *node* exactly (attributes, known shapes, constant inputs)."""

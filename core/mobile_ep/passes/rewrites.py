@@ -30,6 +30,11 @@ from mobile_ep.passes._rewrites_math import (
     Rank5HeadSplit,
     Rank5TransposeMerge,
 )
+from mobile_ep.passes._rewrites_positions import (
+    GatherElementsOfUniformConstant,
+    PositionIdsViaFloat,
+    RunningCountViaFloat,
+)
 from mobile_ep.passes._rewrites_rnn import GRUToSteps, LSTMToSteps
 from mobile_ep.passes._rewrites_spatial import (
     ConvTo2D,
@@ -78,6 +83,9 @@ __all__ = [
     "SoftmaxIsNaN",
     "BoolMaskToFloat",
     "GatherInt32Indices",
+    "PositionIdsViaFloat",
+    "RunningCountViaFloat",
+    "GatherElementsOfUniformConstant",
     "BoolMoveViaFloat",
     "LSTMToSteps",
     "GRUToSteps",

@@ -18,7 +18,7 @@ from mobile_ep.contract import Backend
 from mobile_ep.errors import VerificationError
 from mobile_ep.options import Options
 
-__all__ = ["verify", "raise_on_mismatch"]
+__all__ = ["verify", "reference_of", "raise_on_mismatch"]
 
 
 def _named_shapes(options: Options, model: ir.Model) -> dict[str, Sequence[int]]:
@@ -30,12 +30,28 @@ def _named_shapes(options: Options, model: ir.Model) -> dict[str, Sequence[int]]
     return shapes  # type: ignore[return-value]
 
 
+def reference_of(backend: Backend, applied: Sequence[dict]) -> tuple[str | None, str]:
+    """The optimization level the original is run at to verify a model *backend*'s rewrites changed
+    (*applied*: the report's rewrite entries), and why: that of the first applied rewrite that names one
+    (:attr:`mobile_ep.Rewrite.reference_level`), else onnxruntime's default (None)."""
+    names = {entry.get("rewrite") for entry in applied}
+    for rewrite in backend.rewrites():
+        level = getattr(rewrite, "reference_level", None)
+        if level is not None and getattr(rewrite, "name", None) in names:
+            return level, getattr(rewrite, "reference_why", "")
+    return None, ""
+
+
 def verify(source: pathlib.Path, candidates: Sequence[pathlib.Path], backend: Backend, options: Options,
-           model: ir.Model, seed: int = 0, *, proto: Any = None) -> list[runtime.Verification]:
+           model: ir.Model, seed: int = 0, *, proto: Any = None,
+           applied: Sequence[dict] = ()) -> list[runtime.Verification]:
     """Each candidate against *source* on the same generated inputs (shaped as *options* fix them; *model*:
-    the source as loaded, for the name of its only input; *proto*: the file as validated, if at hand)."""
+    the source as loaded, for the name of its only input; *proto*: the file as validated, if at hand;
+    *applied*: the rewrites convert applied, which may ask for another run of the source, :func:`reference_of`)."""
+    level, why = reference_of(backend, applied)
     return runtime.verify(source, candidates, backends={backend.name: backend}, seed=seed, dims=options.dims,
-                          shapes=_named_shapes(options, model), proto=proto)
+                          shapes=_named_shapes(options, model), proto=proto, reference_level=level,
+                          reference_why=why)
 
 
 def raise_on_mismatch(verification: Sequence[runtime.Verification], report_path: pathlib.Path | str) -> None:

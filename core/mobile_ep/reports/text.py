@@ -233,6 +233,8 @@ def _verification_lines(report: ConvertReport, out: _Out) -> list[str]:
         worst_abs = max((o.max_abs for o in v.outputs), default=0.0)
         lines.extend(out.wrap(f"verify: {pathlib.Path(v.candidate).name} {status} the original "
                               f"(max abs error {worst_abs:.2e})", "  "))
+        if getattr(v, "reference", ""):
+            lines.extend(out.wrap(f"({v.reference})", "    "))
         for o in v.outputs:
             flag = "ok" if o.ok else "MISMATCH"
             rel, floor, steps = o.max_rel, getattr(o, "rel_floor", None), getattr(o, "max_steps", None)

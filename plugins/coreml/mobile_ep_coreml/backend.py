@@ -171,6 +171,8 @@ class CoreMLBackend(Backend):
             r.ReduceL2ToMean(),
             r.SoftmaxIsNaN(),
             r.BoolMoveViaFloat(),
+            r.RunningCountViaFloat(),
+            r.GatherElementsOfUniformConstant(),
         ) + ((FoldDequantizeLinear(),) if self.options.fold_qdq else ())
 
     def qdq_ops(self) -> frozenset[str]:

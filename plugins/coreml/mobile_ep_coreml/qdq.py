@@ -13,7 +13,10 @@ DequantizeLinear:
 
 The weights are then stored as float32 (four times their int8 size): what the rewrite buys is that the
 CoreML EP can run the model, with the quantization's rounding kept; ``convert`` verifies it within one
-step of the quantized outputs.  A weight folded while its activations stay quantized would be put back
+step of the quantized outputs against the original run at onnxruntime's disabled optimization level: the
+QDQ graph's own float arithmetic, which is what the fold computes.  onnxruntime's default level runs the
+QDQ units as integer kernels (QLinearConv ...) whose requantization rounds elsewhere: up to 4 output steps
+away on resnet18 (docs/quantized.md).  A weight folded while its activations stay quantized would be put back
 into QDQ form by onnxruntime's basic-level transformers when the app loads the model, so both are folded.
 """
 
@@ -44,6 +47,9 @@ def _scalar(ctx: RuleContext, value: ir.Value | None) -> np.ndarray | None:
 class FoldDequantizeLinear(Rewrite):
     name = "fold-qdq"
     op_types = ("DequantizeLinear",)
+    reference_level = "disable"
+    reference_why = ("fold-qdq writes the float arithmetic of the QDQ graph, which onnxruntime's default level "
+                     "replaces with integer kernels that round differently")
 
     def match(self, node: ir.Node, ctx: RuleContext) -> Support:
         """A DequantizeLinear of a constant (int8/uint8 weight or int32 bias, per tensor or per axis), or one reading a per-tensor int8/uint8

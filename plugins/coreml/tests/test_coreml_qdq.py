@@ -12,9 +12,12 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 import mobile_ep
+from mobile_ep import runtime
+from mobile_ep.cli.main import main
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "tests"))
 import quant_models  # noqa: E402
@@ -126,3 +129,48 @@ def test_a_shape_onnxruntime_leaves_unknown_is_not_a_dynamic_input(tmp_path):
     assert unknown and all("input sizes cannot give it" in r for r in unknown), reasons
     assert not any("--shape" in r or "dynamic" in r for r in reasons), reasons
     assert not any("--shape" in s for s in report["partitioning"]["suggestions"]), report["partitioning"]
+
+
+def _ties(tmp_path) -> pathlib.Path:
+    path = tmp_path / "ties.qdq.onnx"
+    onnx.save(quant_models.requantization_ties(), str(path))
+    return path
+
+
+def test_fold_qdq_is_verified_against_the_qdq_graphs_float_arithmetic(tmp_path):
+    """onnxruntime's default level runs this QDQ model as integer kernels, 4 output steps away from its float
+    arithmetic (QuantizeLinear and DequantizeLinear as written), which is what fold_qdq computes: convert
+    compares with the original run with optimizations disabled, says so, and the fold matches it exactly."""
+    path = _ties(tmp_path)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["convert", str(path), "--ep", "coreml", "-O", "coreml.fold_qdq=true", "-o",
+                                       str(out)])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stdout.split())
+    assert said.count("(compared with the original run with onnxruntime's graph optimizations disabled "
+                      "because fold-qdq writes the float arithmetic of the QDQ graph") == 2, result.stdout
+    report = json.loads((out / "report.json").read_text())
+    for v in report["verification"]:
+        assert v["reference"].startswith("compared with the original run with onnxruntime's graph optimizations")
+        assert [o["max_step_error"] for o in v["outputs"]] == [0.0]
+    # the default level's integer kernels are 4 steps away from the same fold: the other reference fails it
+    default = runtime.verify(path, [out / "ties.qdq.coreml.onnx"])
+    assert [o.max_steps for o in default[0].outputs] == [4.0] and not default[0].ok
+
+
+def test_fold_qdq_against_the_disabled_level_still_finds_a_real_mismatch(tmp_path):
+    """A folded model whose last Conv has a bias of two output steps: a mismatch, with the same reference and
+    tolerance the fold passes with."""
+    path = _ties(tmp_path)
+    out = tmp_path / "out"
+    mobile_ep.convert(path, "coreml", out, options=FOLD)
+    folded = onnx.load(str(out / "ties.qdq.coreml.onnx"))
+    (conv,) = [n for n in folded.graph.node if n.op_type == "Conv" and n.name == "conv_2"]
+    assert len(conv.input) == 2
+    folded.graph.initializer.append(numpy_helper.from_array(np.full(4, 0.06, np.float32), "off_by_two_steps"))
+    conv.input.append("off_by_two_steps")
+    onnx.save(folded, str(tmp_path / "off.onnx"))
+    (v,) = runtime.verify(path, [tmp_path / "off.onnx"], reference_level="disable")
+    assert not v.ok and v.outputs[0].max_steps >= 2, v.outputs
+    (same,) = runtime.verify(path, [out / "ties.qdq.coreml.onnx"], reference_level="disable")
+    assert same.ok and same.outputs[0].max_steps == 0

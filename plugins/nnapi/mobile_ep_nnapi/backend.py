@@ -201,6 +201,8 @@ class NnapiBackend(Backend):
             r.SoftmaxNanGuard(),
             r.BoolMaskToFloat(),
             r.GatherInt32Indices(),
+            r.PositionIdsViaFloat(),
+            r.GatherElementsOfUniformConstant(),
             q.QdqFlattenToReshape(),
             q.QdqSigmoidToTanh(),
             q.QdqMaxPoolToUint8(),
