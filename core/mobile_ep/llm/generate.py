@@ -87,8 +87,8 @@ class _Graphs:
         out = dict(zip([o.name for o in self.sessions[0].get_outputs()], self.sessions[0].run(None, feed), strict=True))
         self.cache = _cache(face, C - 1)
         for (past_k, past_v), (key, value) in zip(face.past, face.present, strict=True):
-            self.cache[past_k][:, :, :L] = out[key][:, :, :L]
-            self.cache[past_v][:, :, :L] = out[value][:, :, :L]
+            self.cache[past_k][:, :, :L] = out[key][:, :, -P:][:, :, :L]  # (the last P slots: the new ones)
+            self.cache[past_v][:, :, :L] = out[value][:, :, -P:][:, :, :L]
         self.filled = L
         return out[face.logits][0, L - 1]
 
@@ -104,8 +104,8 @@ class _Graphs:
             feed[face.position_ids] = np.array([[n]], np.int64)
         out = dict(zip([o.name for o in self.sessions[1].get_outputs()], self.sessions[1].run(None, feed), strict=True))
         for (past_k, past_v), (key, value) in zip(face.past, face.present, strict=True):
-            self.cache[past_k][:, :, n] = out[key][:, :, 0]
-            self.cache[past_v][:, :, n] = out[value][:, :, 0]
+            self.cache[past_k][:, :, n] = out[key][:, :, -1]
+            self.cache[past_v][:, :, n] = out[value][:, :, -1]
         self.filled = n + 1
         return out[face.logits][0, -1]
 
