@@ -68,7 +68,8 @@ def test_cli_writes_both_graphs_over_one_weights_file(written):
         assert report["graphs"][name]["seq"] == seq and report["graphs"][name]["past"] == CONTEXT - seq
     # the weights are stored once: the decode graph's tensors are (all but the few shape-dependent) the prefill's
     assert len(offsets["decode"] & offsets["prefill"]) >= len(offsets["decode"]) - 2
-    weights = report["weights"]
+    assert report["parts"] == 1 and report["max_part_mb"] == 1024
+    (weights,) = report["weights"]
     assert (out / "weights.data").stat().st_size == weights["bytes"] < 0.6 * weights["bytes_without_sharing"]
     assert {f["path"] for f in report["files"]} >= {"prefill.onnx", "decode.onnx", "weights.data"}
     assert "prefill.onnx: seq 16, past 48" in run.stdout and "decode.onnx: seq 1, past 63" in run.stdout
@@ -120,8 +121,8 @@ def test_a_changed_graph_fails_verification(tmp_path):
     path = decoder("llama")
     face = interface(model_io.validate(path), path)
     mobile_ep.build_llm(path, "qnn", context=CONTEXT, prefill=PREFILL, output=tmp_path / "o", verify=False)
-    runner = generate._Graphs(face, CONTEXT, PREFILL, generate._session(tmp_path / "o" / "prefill.onnx"),
-                              generate._session(tmp_path / "o" / "decode.onnx"))
+    runner = generate._Graphs(face, CONTEXT, PREFILL, generate._sessions(tmp_path / "o" / "prefill.onnx"),
+                              generate._sessions(tmp_path / "o" / "decode.onnx"))
     original = runner.step
 
     def shifted(token):
@@ -194,3 +195,38 @@ def test_help_teaches():
                   "mobile-ep llm decoder.onnx --ep qnn"):
         assert words in run.stdout
     assert np.all([w in _cli("--help").stdout for w in ("mobile-ep llm",)])
+
+
+def test_split_under_a_weight_budget(tmp_path):
+    """--max-part-mb: parts of whole layers, each a prefill and a decode graph over its own weights file, chained
+    by the hidden state; generation through the chain equals the export's."""
+    out = tmp_path / "o"
+    run = _cli("llm", str(decoder("llama")), "--ep", "qnn", "--context", str(CONTEXT), "--prefill", str(PREFILL),
+               "--max-part-mb", "0.2", "-o", str(out))
+    assert run.returncode == 0, run.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["parts"] == 2 and "split into 2 parts" in run.stdout
+    assert {p.name for p in out.iterdir()} >= {f"part{k}.{name}" for k in (1, 2)
+                                               for name in ("prefill.onnx", "decode.onnx", "weights.data")}
+    assert all(w["bytes"] <= 0.2 * 2**20 for w in report["weights"])
+    for graph in ("prefill", "decode"):
+        first = onnx.load(out / f"part1.{graph}.onnx", load_external_data=False)
+        second = onnx.load(out / f"part2.{graph}.onnx", load_external_data=False)
+        seq = PREFILL if graph == "prefill" else 1
+        assert [o.name for o in first.graph.output] == ["hidden_states.1", "present.0.key", "present.0.value"]
+        assert {i.name for i in second.graph.input} == {"hidden_states.1", "attention_mask", "position_ids",
+                                                        "past_key_values.1.key", "past_key_values.1.value"}
+        hidden = next(o for o in first.graph.output if o.name == "hidden_states.1")
+        assert [d.dim_value for d in hidden.type.tensor_type.shape.dim] == [1, seq, CONFIGS["llama"]["hidden_size"]]
+        assert "logits" in {o.name for o in second.graph.output} and "input_ids" not in {i.name for i in second.graph.input}
+        for part in (1, 2):
+            assert report["graphs"][f"part{part}.{graph}"]["backends"]["qnn"]["partitions"] >= 1
+    assert report["verification"]["equal"] is True
+    assert "app" not in report  # (the generated loops run one session per graph)
+
+
+def test_a_budget_below_one_layer_is_refused(tmp_path):
+    run = _cli("llm", str(decoder("llama")), "--ep", "qnn", "--context", str(CONTEXT), "--prefill", str(PREFILL),
+               "--max-part-mb", "0.05", "-o", str(tmp_path / "o"))
+    assert run.returncode == UsageError.exit_code and len(run.stderr.strip().splitlines()) == 1
+    assert "--max-part-mb 0.05" in run.stderr and "smallest part" in run.stderr

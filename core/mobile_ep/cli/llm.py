@@ -29,10 +29,13 @@ __all__ = ["llm"]
                    "the tokens must be equal.")
 @click.option("--steps", type=click.IntRange(min=1), default=32, show_default=True,
               help="Tokens generated per prompt by --verify.")
+@click.option("--max-part-mb", type=click.FloatRange(min=0, min_open=True), default=1024, show_default=True,
+              help="Split the graphs into parts of whole layers, each with at most this many MB of weights "
+                   "(what one HTP session is given; docs/llm.md), chained by hidden states.")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json's content on stdout.")
 @click.pass_context
 def llm(ctx: click.Context, model: pathlib.Path, ep: str | None, context: int, prefill: int, output: pathlib.Path,
-        option_values: tuple[str, ...], verify: bool, steps: int, as_json: bool) -> None:
+        option_values: tuple[str, ...], verify: bool, steps: int, max_part_mb: float, as_json: bool) -> None:
     """Turn a decoder export with a KV cache into the fixed-shape graphs an app runs on an NPU.
 
     MODEL is an ONNX decoder with inputs input_ids, attention_mask, position_ids and
@@ -47,6 +50,8 @@ def llm(ctx: click.Context, model: pathlib.Path, ep: str | None, context: int, p
       Generate.kt     the prefill/decode loop with the KV-cache update for onnxruntime-android,
       Generate.swift  and for onnxruntime-objc, in the graphs' own input and output names
       report.json     partitions of each graph per backend, weights, verification
+    Weights over --max-part-mb split the model into parts of whole layers: partN.prefill.onnx,
+    partN.decode.onnx, partN.weights.data, the hidden states passed from part to part.
     The mask (context long) says which cache slots hold tokens; the presents hold the new tokens'
     keys and values only, which the app writes into its cache (the loops show how).
     Shapes are fixed, so onnxruntime folds the shape and mask-index arithmetic; each graph is then checked
@@ -68,7 +73,7 @@ def llm(ctx: click.Context, model: pathlib.Path, ep: str | None, context: int, p
         if progress.wants_progress(quiet=state.quiet) else None
     with progress.reporting(reporter):
         result = build(model, ep, context=context, prefill=prefill, output=output, verify=verify, steps=steps,
-                       plugins=state.plugins, options=options)
+                       max_part_mb=max_part_mb, plugins=state.plugins, options=options)
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
     elif not state.quiet:
@@ -79,9 +84,12 @@ def text(result) -> str:
     """The report in a few lines: the files, each graph's partitions per backend, the verification."""
     lines = [f"{result.model}: context {result.context}, prefill {result.prefill}, {result.interface.layers} layers, "
              f"KV cache [1, {result.interface.kv_heads}, *, {result.interface.head_dim}] {result.interface.kv_dtype}"]
-    weights = result.weights
-    lines.append(f"  weights.data: {weights.bytes / 2**20:.1f} MB, {weights.tensors} tensors shared by both graphs "
-                 f"({weights.unshared_bytes / 2**20:.1f} MB if stored per graph)")
+    if len(result.weights) > 1:
+        lines.append(f"  split into {len(result.weights)} parts of at most {result.max_part_mb:g} MB of weights, "
+                     "chained by hidden states")
+    for weights in result.weights:
+        lines.append(f"  {weights.file}: {weights.bytes / 2**20:.1f} MB, {weights.tensors} tensors shared by both "
+                     f"graphs ({weights.unshared_bytes / 2**20:.1f} MB if stored per graph)")
     for graph in result.graphs.values():
         lines.append(f"  {graph.file}: seq {graph.seq}, past {graph.past}, {graph.nodes} nodes")
         for backend, report in graph.backends.items():

@@ -70,12 +70,28 @@ def _cache(face: Interface, length: int) -> dict[str, np.ndarray]:
     return {name: np.zeros(shape, face.kv_dtype) for pair in face.past for name in pair}
 
 
-class _Graphs:
-    """The prefill and decode sessions with the cache of one generation."""
+def _chain(sessions, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """*feed* through the *sessions* of a split graph in order, each taking what it names of the feed and of the
+    earlier parts' outputs (the hidden states); every output by name."""
+    values = dict(feed)
+    for session in sessions:
+        names = [o.name for o in session.get_outputs()]
+        values.update(zip(names, session.run(None, {i.name: values[i.name] for i in session.get_inputs()}),
+                          strict=True))
+    return values
 
-    def __init__(self, face: Interface, context: int, prefill: int, prefill_session, decode_session) -> None:
+
+def _sessions(paths, providers=None, provider_options=None) -> list:
+    paths = [paths] if isinstance(paths, (str, pathlib.Path)) else list(paths)
+    return [_session(path, providers, provider_options) for path in paths]
+
+
+class _Graphs:
+    """The prefill and decode sessions (one per part of a split graph) with the cache of one generation."""
+
+    def __init__(self, face: Interface, context: int, prefill: int, prefill_sessions, decode_sessions) -> None:
         self.face, self.context, self.prefill = face, context, prefill
-        self.sessions = (prefill_session, decode_session)
+        self.sessions = (prefill_sessions, decode_sessions)
 
     def start(self, prompt: Sequence[int]) -> np.ndarray:
         face, C, P, L = self.face, self.context, self.prefill, len(prompt)
@@ -84,7 +100,7 @@ class _Graphs:
         feed[face.attention_mask][0, C - P:C - P + L] = 1
         if face.position_ids:
             feed[face.position_ids] = np.arange(P, dtype=np.int64)[None]
-        out = dict(zip([o.name for o in self.sessions[0].get_outputs()], self.sessions[0].run(None, feed), strict=True))
+        out = _chain(self.sessions[0], feed)
         self.cache = _cache(face, C - 1)
         for (past_k, past_v), (key, value) in zip(face.past, face.present, strict=True):
             self.cache[past_k][:, :, :L] = out[key][:, :, -P:][:, :, :L]  # (the last P slots: the new ones)
@@ -102,7 +118,7 @@ class _Graphs:
         feed = {face.input_ids: np.array([[token]], np.int64), face.attention_mask: mask, **self.cache}
         if face.position_ids:
             feed[face.position_ids] = np.array([[n]], np.int64)
-        out = dict(zip([o.name for o in self.sessions[1].get_outputs()], self.sessions[1].run(None, feed), strict=True))
+        out = _chain(self.sessions[1], feed)
         for (past_k, past_v), (key, value) in zip(face.past, face.present, strict=True):
             self.cache[past_k][:, :, n] = out[key][:, :, -1]
             self.cache[past_v][:, :, n] = out[value][:, :, -1]
@@ -150,9 +166,10 @@ def _greedy(runner, prompt: Sequence[int], steps: int, forced: Sequence[int] | N
 
 def greedy_graphs(face: Interface, context: int, prefill: int, prefill_path, decode_path, prompt: Sequence[int],
                   steps: int, providers=None, provider_options=None) -> list[int]:
-    """*steps* greedy tokens after *prompt* through the written graphs."""
-    runner = _Graphs(face, context, prefill, _session(prefill_path, providers, provider_options),
-                     _session(decode_path, providers, provider_options))
+    """*steps* greedy tokens after *prompt* through the written graphs (a path each, or a list of the parts'
+    paths in order)."""
+    runner = _Graphs(face, context, prefill, _sessions(prefill_path, providers, provider_options),
+                     _sessions(decode_path, providers, provider_options))
     return _greedy(runner, prompt, steps)[0]
 
 
@@ -172,8 +189,8 @@ def verify(face: Interface, context: int, prefill: int, export: str | pathlib.Pa
         if len(prompt) + steps > context:
             raise UsageError(f"a prompt of {len(prompt)} tokens and {steps} new ones exceed the context of {context}")
     reference = _Reference(face, _session(export))
-    graphs = _Graphs(face, context, prefill, _session(prefill_path, providers, provider_options),
-                     _session(decode_path, providers, provider_options))
+    graphs = _Graphs(face, context, prefill, _sessions(prefill_path, providers, provider_options),
+                     _sessions(decode_path, providers, provider_options))
     results = []
     for prompt in prompts:
         expected, expected_logits = _greedy(reference, prompt, steps)
