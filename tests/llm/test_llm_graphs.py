@@ -230,3 +230,24 @@ def test_a_budget_below_one_layer_is_refused(tmp_path):
                "--max-part-mb", "0.05", "-o", str(tmp_path / "o"))
     assert run.returncode == UsageError.exit_code and len(run.stderr.strip().splitlines()) == 1
     assert "--max-part-mb 0.05" in run.stderr and "smallest part" in run.stderr
+
+
+def test_compile_for_coreml_is_emulated_and_verified(tmp_path):
+    """--compile: each graph through convert --compile on Core ML (the mask path rewritten: at most 2
+    partitions), its Core ML programs run by the emulator and compared with the graph on the CPU EP."""
+    pytest.importorskip("mobile_ep_coreml")
+    out = tmp_path / "o"
+    run = _cli("llm", str(decoder("llama")), "--ep", "coreml", "--context", str(CONTEXT), "--prefill", str(PREFILL),
+               "--compile", "--no-cost-model", "--steps", "8", "-o", str(out))
+    assert run.returncode == 0, run.stderr
+    report = json.loads((out / "report.json").read_text())
+    for name in ("prefill", "decode"):
+        compiled = report["graphs"][name]["compiled"]
+        assert compiled["folder"] == f"coreml/{name}" and compiled["verified"] is True
+        assert 1 <= compiled["compiled_partitions"] <= 2 and compiled["compiled_nodes"] >= compiled["nodes"] - 1
+        assert compiled["max_abs_error"] < 1e-3
+        assert (out / "coreml" / name / f"{name}.coreml.compiled.onnx").is_file()
+        assert f"{name}.coreml.compiled.onnx" in compiled["files"]
+    assert "compiled for coreml" in run.stdout
+    run = _cli("llm", str(decoder("llama")), "--ep", "coreml,qnn", "--compile", "-o", str(tmp_path / "p"))
+    assert run.returncode == UsageError.exit_code and "--compile takes one backend" in run.stderr

@@ -50,11 +50,29 @@ class GraphReport:
     #: Per backend: the graph as an onnxruntime session sees it, and after ``convert``'s rewrites.
     backends: dict[str, BackendReport]
     after_convert: dict[str, BackendReport]
+    #: With ``compile``: ``convert --compile``'s result for the graph (:func:`_compiled`).
+    compiled: dict | None = None
 
     def as_dict(self) -> dict:
-        return {"file": self.file, "part": self.part, "seq": self.seq, "past": self.past, "nodes": self.nodes,
+        data = {"file": self.file, "part": self.part, "seq": self.seq, "past": self.past, "nodes": self.nodes,
                 "backends": {name: _summary(b) for name, b in self.backends.items()},
                 "after_convert": {name: _summary(b) for name, b in self.after_convert.items()}}
+        if self.compiled is not None:
+            data["compiled"] = self.compiled
+        return data
+
+
+def _compiled(result, folder: pathlib.Path, stage) -> dict:
+    """What ``convert --compile`` of one graph gave: its folder (relative to the output folder), the compiled
+    partitions and nodes, and its verification (each output against the graph on the CPU EP)."""
+    compiled = result.compiled
+    worst = max((o.max_abs for v in result.verification for o in v.outputs), default=0.0)
+    return {"folder": folder.relative_to(stage.folder).as_posix(), "backend": result.backend,
+            "compiled_partitions": len(compiled.compiled) if compiled else 0,
+            "compiled_nodes": compiled.compiled_nodes if compiled else 0, "nodes": compiled.nodes if compiled else 0,
+            "failures": [f.as_dict() for f in compiled.failures] if compiled else [],
+            "verified": all(v.ok for v in result.verification), "max_abs_error": worst,
+            "files": sorted(pathlib.Path(p).name for p in result.outputs.values())}
 
 
 def _summary(report: BackendReport) -> dict:
@@ -109,7 +127,7 @@ class LlmReport:
 def build(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, context: int = 512,
           prefill: int = 128, output: str | os.PathLike = "out", verify: bool = True, steps: int = 32,
           prompts: Sequence[Sequence[int]] | None = None, max_part_mb: float | None = DEFAULT_PART_MB,
-          plugins: Plugins | None = None, **options: Any) -> LlmReport:
+          compile: bool = False, plugins: Plugins | None = None, **options: Any) -> LlmReport:
     """``mobile-ep llm``: the prefill and decode graphs of the decoder export *model* over *context* tokens
     (*prefill* new tokens at once in the prefill graph), written into *output* with one weights file, each
     checked with the backends *ep* (default: every installed one; *options* as :func:`mobile_ep.check` takes
@@ -118,6 +136,8 @@ def build(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, co
     :class:`~mobile_ep.errors.VerificationError` says which differ (the files and report are kept).  Weights
     over *max_part_mb* (MB of 2**20 bytes; ``None``: no limit) split the graphs into parts of whole layers
     (:mod:`mobile_ep.llm.split`): ``partN.prefill.onnx``, ``partN.decode.onnx`` and ``partN.weights.data``.
+    With *compile* (one backend), each graph also goes through ``convert --compile`` (the backend's own
+    lowering, verified with its emulator) into ``<ep>/<graph>/``.
     """
     from mobile_ep import pipeline
 
@@ -125,6 +145,8 @@ def build(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, co
     if opts.fixes_inputs:
         raise UsageError("llm fixes the decoder's input shapes itself (from --context and --prefill): leave out "
                          "--shape, --dim and --const")
+    if compile and len(opts.backends) != 1:
+        raise UsageError("--compile takes one backend (--ep NAME): each graph is compiled for it")
     if not 1 <= prefill < context:
         raise UsageError(f"--prefill {prefill} must be at least 1 and less than --context {context}")
     if verify and prompts is None and steps > context - prefill:
@@ -155,6 +177,12 @@ def build(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, co
                 seq = prefill if name == "prefill" else 1
                 reports[paths[name].stem] = GraphReport(paths[name].name, seq, context - seq, seen.nodes, k + 1,
                                                         seen.backends, seen.after_convert)
+                if compile:
+                    with timer("compile"):
+                        folder = stage.folder / backends[0].name / paths[name].stem
+                        converted = pipeline.convert(paths[name], backends[0].name, folder, compile=True,
+                                                     plugins=plugins, options=opts)
+                        reports[paths[name].stem].compiled = _compiled(converted, folder, stage)
         result = LlmReport(str(path), context, prefill, face, reports, shared, str(out_dir), max_part_mb,
                            timings=timer.timings)
         if verify:
