@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +40,12 @@ class Generation:
     #: Per step: the largest absolute difference of the logits (the graphs' against the reference's, each fed
     #: the reference's previous tokens, so one differing token does not make every later step differ).
     logits_error: list[float]
+    #: The largest absolute logit of the reference over the steps (what the errors are relative to).
+    logits_scale: float = 1.0
+
+    @property
+    def relative_error(self) -> float:
+        return max(self.logits_error, default=0.0) / max(self.logits_scale, 1e-12)
 
     @property
     def agreement(self) -> float:
@@ -47,7 +54,8 @@ class Generation:
     def as_dict(self) -> dict:
         return {"prompt": self.prompt, "tokens": self.tokens, "reference": self.reference,
                 "equal": self.tokens == self.reference, "token_agreement": round(self.agreement, 4),
-                "max_logits_error": max(self.logits_error, default=0.0), "logits_error": self.logits_error}
+                "max_logits_error": max(self.logits_error, default=0.0), "logits_scale": round(self.logits_scale, 6),
+                "relative_logits_error": round(self.relative_error, 6), "logits_error": self.logits_error}
 
 
 def default_prompts(vocab: int, prefill: int, seed: int = 0) -> list[list[int]]:
@@ -179,18 +187,23 @@ def greedy_reference(face: Interface, export: str | pathlib.Path, prompt: Sequen
 
 
 def verify(face: Interface, context: int, prefill: int, export: str | pathlib.Path, prefill_path, decode_path,
-           prompts: Sequence[Sequence[int]], steps: int = 32, providers=None, provider_options=None
-           ) -> list[Generation]:
-    """Each prompt decoded greedily for *steps* tokens through the graphs (on *providers*, default the CPU EP)
-    and through the original export; per step the logits' largest difference under the reference's tokens."""
+           prompts: Sequence[Sequence[int]], steps: int = 32, providers=None, provider_options=None,
+           make_session: Callable[[pathlib.Path], Any] | None = None) -> list[Generation]:
+    """Each prompt decoded greedily for *steps* tokens through the graphs (on *providers*, default the CPU EP;
+    or in the sessions *make_session* makes of each graph's path, e.g. a plugin EP's) and through the original
+    export on the CPU EP; per step the logits' largest difference under the reference's tokens."""
     for prompt in prompts:
         if not 1 <= len(prompt) <= prefill:
             raise UsageError(f"a prompt of {len(prompt)} tokens does not fit the prefill window of {prefill}")
         if len(prompt) + steps > context:
             raise UsageError(f"a prompt of {len(prompt)} tokens and {steps} new ones exceed the context of {context}")
     reference = _Reference(face, _session(export))
-    graphs = _Graphs(face, context, prefill, _sessions(prefill_path, providers, provider_options),
-                     _sessions(decode_path, providers, provider_options))
+    if make_session is None:
+        graphs = _Graphs(face, context, prefill, _sessions(prefill_path, providers, provider_options),
+                         _sessions(decode_path, providers, provider_options))
+    else:
+        listed = [[p] if isinstance(p, (str, pathlib.Path)) else list(p) for p in (prefill_path, decode_path)]
+        graphs = _Graphs(face, context, prefill, *[[make_session(pathlib.Path(p)) for p in paths] for paths in listed])
     results = []
     for prompt in prompts:
         expected, expected_logits = _greedy(reference, prompt, steps)
@@ -198,5 +211,6 @@ def verify(face: Interface, context: int, prefill: int, export: str | pathlib.Pa
         forced_logits = _greedy(graphs, prompt, steps, forced=expected)[1]
         errors = [float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(forced_logits, expected_logits,
                                                                                    strict=True)]
-        results.append(Generation(list(prompt), tokens, expected, [round(e, 6) for e in errors]))
+        scale = max(float(np.max(np.abs(b))) for b in expected_logits)
+        results.append(Generation(list(prompt), tokens, expected, [round(e, 6) for e in errors], scale))
     return results
