@@ -87,6 +87,12 @@ def test_each_graph_is_checked_per_backend(written):
         assert graphs[name]["backends"]["coreml"]["partitions"] > coreml["partitions"]
         nnapi = graphs[name]["after_convert"]["nnapi"]
         assert nnapi["partitions"] >= 1 and nnapi["supported_nodes"] < nnapi["nodes"]  # (said as it is)
+        # the rotary tables are folded: no Cos or Sin left (NNAPI takes neither), a [context, head_dim] table each
+        model = onnx.load(out / f"{name}.onnx", load_external_data=False)
+        assert not {"Cos", "Sin"} & {n.op_type for n in model.graph.node}
+        tables = [t for t in model.graph.initializer if t.name.endswith(".table")]
+        assert len(tables) == 2 and all(list(t.dims) == [CONTEXT, 16] for t in tables)
+        assert "Cos" not in nnapi["cpu_ops"] and nnapi["partitions"] <= 3
 
 
 def test_generation_through_the_graphs_equals_the_export(written):
@@ -251,3 +257,20 @@ def test_compile_for_coreml_is_emulated_and_verified(tmp_path):
     assert "compiled for coreml" in run.stdout
     run = _cli("llm", str(decoder("llama")), "--ep", "coreml,qnn", "--compile", "-o", str(tmp_path / "p"))
     assert run.returncode == UsageError.exit_code and "--compile takes one backend" in run.stderr
+
+
+def test_rotary_tables_hold_what_the_export_computes(tmp_path):
+    """Each table row is the export's cos/sin at that position (transformers' rotary embedding, torch)."""
+    import torch
+
+    path = decoder("qwen2", dynamo=False)
+    mobile_ep.build_llm(path, "qnn", context=CONTEXT, prefill=PREFILL, output=tmp_path / "o", verify=False)
+    model = onnx.load(tmp_path / "o" / "decode.onnx")
+    tables = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer if t.name.endswith(".table")}
+    rotary = torch_model("qwen2").model.rotary_emb
+    with torch.no_grad():
+        cos, sin = rotary(torch.zeros(1, CONTEXT, 1), torch.arange(CONTEXT)[None])
+    (cos_table,) = [t for name, t in tables.items() if "Cos" in name]
+    (sin_table,) = [t for name, t in tables.items() if "Sin" in name]
+    np.testing.assert_allclose(cos_table, cos[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(sin_table, sin[0].numpy(), atol=1e-6)

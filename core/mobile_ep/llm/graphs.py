@@ -20,6 +20,7 @@ import onnx_ir as ir
 
 from mobile_ep import model_io
 from mobile_ep.llm.decoder import Interface, graph_shapes
+from mobile_ep.llm.rotary import fold_rotary
 from mobile_ep.options import Options
 from mobile_ep.passes import load
 
@@ -44,6 +45,7 @@ def build_graphs(path: pathlib.Path, face: Interface, context: int, prefill: int
         options = Options(shapes=graph_shapes(face, context, seq))
         graphs[name] = load.view(path, work / name, options, proto).model
         graphs[name].graph.name = f"{graphs[name].graph.name or 'decoder'}_{name}"
+        fold_rotary(graphs[name], face, context, seq)
         if new_slots:
             only_new_slots(graphs[name], face, context, seq)
     return graphs
