@@ -84,8 +84,8 @@ def _chain(sessions, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     values = dict(feed)
     for session in sessions:
         names = [o.name for o in session.get_outputs()]
-        values.update(zip(names, session.run(None, {i.name: values[i.name] for i in session.get_inputs()}),
-                          strict=True))
+        taken = feed if len(sessions) == 1 else {i.name: values[i.name] for i in session.get_inputs()}
+        values.update(zip(names, session.run(None, taken), strict=True))
     return values
 
 
@@ -99,7 +99,8 @@ class _Graphs:
 
     def __init__(self, face: Interface, context: int, prefill: int, prefill_sessions, decode_sessions) -> None:
         self.face, self.context, self.prefill = face, context, prefill
-        self.sessions = (prefill_sessions, decode_sessions)
+        self.sessions = tuple(list(s) if isinstance(s, (list, tuple)) else [s]  # (a session, or one per part)
+                              for s in (prefill_sessions, decode_sessions))
 
     def start(self, prompt: Sequence[int]) -> np.ndarray:
         face, C, P, L = self.face, self.context, self.prefill, len(prompt)
