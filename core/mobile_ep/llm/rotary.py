@@ -57,10 +57,10 @@ def _table(model: ir.Model, nodes: list[ir.Node], value: ir.Value, positions: st
     more than its own position."""
     import onnxruntime as ort
 
-    from mobile_ep.llm.split import _copy  # (a model of copies of the nodes, weights shared)
+    from mobile_ep.llm.split import copy_nodes  # (a model of copies of the nodes, weights shared)
 
     order = [n for n in model.graph if any(n is m for m in nodes)]
-    sub = _copy(model, order, [value], "rotary_table")
+    sub = copy_nodes(model, order, [value], "rotary_table")
     sub.graph.inputs[:] = [v for v in sub.graph.inputs if v.name == positions]
     proto = ir.serde.serialize_model(sub)
     proto.ir_version = min(proto.ir_version, 10)

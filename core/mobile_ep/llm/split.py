@@ -23,7 +23,7 @@ import onnx_ir as ir
 from mobile_ep.errors import UsageError
 from mobile_ep.llm.decoder import Interface
 
-__all__ = ["Cut", "cuts", "split_graphs", "part_weights"]
+__all__ = ["Cut", "cuts", "choose", "split_graphs", "part_weights", "copy_nodes"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,10 +141,10 @@ def _part(model: ir.Model, face: Interface, start: str | None, stop: str | None,
         node = producer[value.name]
         keep.add(id(node))
         stack.extend(v for v in node.inputs if v is not None)
-    return _copy(model, [n for n in nodes if id(n) in keep], [v for v in [target, *presents]], name)
+    return copy_nodes(model, [n for n in nodes if id(n) in keep], [v for v in [target, *presents]], name)
 
 
-def _copy(model: ir.Model, nodes: list[ir.Node], outputs: list[ir.Value], name: str) -> ir.Model:
+def copy_nodes(model: ir.Model, nodes: list[ir.Node], outputs: list[ir.Value], name: str) -> ir.Model:
     """A new model of copies of *nodes* (the initializers' tensors shared, not copied)."""
     mapping: dict[str, ir.Value] = {}
     inputs, initializers = [], []
