@@ -1,0 +1,518 @@
+"""Quantization of a decoder's prefill and decode graphs for the NPU: w8a16 and w4a16 QDQ, by ``onnxruntime.quantization``.
+
+The HTP runs 16-bit activations with 8-bit (or 4-bit) weights fast; the QDQ form it takes is what
+``onnxruntime.quantization.execution_providers.qnn.get_qnn_qdq_config`` writes (uint16 activations through
+``com.microsoft`` QuantizeLinear/DequantizeLinear below opset 21, MatMul weights per tensor: the QNN EP does not
+take per-channel MatMul weights).  mobile-ep has no quantizer of its own; what it adds for a decoder is
+consistency across the two graphs:
+
+- **weights**: a weight's scale and zero point come from its values only, so the same weight gets the same
+  quantized tensor in both graphs; the two QDQ graphs are written beside ONE external-data file in which each
+  shared tensor is stored once (:func:`write_sharing`);
+- **KV cache**: the cache a graph writes (``present...``) is what the next graph reads (``past...``): every
+  tensor of one layer's key (or value) cache, in and out of both graphs, is given the same range (the union of
+  what calibration saw), so the two graphs' caches have one scale and zero point and can be handed over as
+  they are;
+- **calibration**: prompts' token ids (a folder of them: :func:`read_prompts`, or random ids, which the report
+  calls a smoke test), each run through the float prefill graph and then greedy decode steps
+  (:func:`float_runs`); the same runs are the evaluation: the report gives the logits' SQNR and the top-1
+  agreement of the quantized graphs against the float ones, per graph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import pathlib
+import re
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from mobile_ep.errors import ModelError, UsageError
+
+__all__ = ["SCHEMES", "Scheme", "Run", "LlmQuantReport", "GraphAccuracy", "read_prompts", "random_prompts",
+           "float_runs", "kv_groups", "activation_ranges", "quantize_graphs", "write_sharing", "logits_accuracy"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Scheme:
+    """A quantization scheme: activation and weight types (``onnxruntime.quantization.QuantType`` names),
+    whether weights are symmetric, and what it is for."""
+
+    name: str
+    activations: str
+    weights: str
+    symmetric_weights: bool
+    about: str
+
+
+SCHEMES: Mapping[str, Scheme] = {
+    "w8a16": Scheme("w8a16", "QUInt16", "QInt8", True,
+                    "uint16 activations, int8 symmetric weights per tensor (the HTP's fast 16-bit path)"),
+    "w4a16": Scheme("w4a16", "QUInt16", "QInt4", True,
+                    "uint16 activations, int4 symmetric weights per tensor (opset-21 int4 QDQ)"),
+}
+
+
+# -- prompts ----------------------------------------------------------------------------------------
+def read_prompts(folder: str | os.PathLike) -> list[np.ndarray]:
+    """The prompts in *folder*, one per file in name order: ``.npy`` (a 1-D integer array), ``.json`` (a list
+    of integers) or ``.txt`` (integers separated by white space), each a prompt's token ids."""
+    folder = pathlib.Path(folder)
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: not a folder (give a folder of token-id files: .npy, .json or .txt)")
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".npy", ".json", ".txt") and p.is_file())
+    if not files:
+        raise UsageError(f"{folder}: no .npy, .json or .txt token-id files in it")
+    prompts = []
+    for file in files:
+        try:
+            if file.suffix == ".npy":
+                ids = np.load(file, allow_pickle=False)
+            elif file.suffix == ".json":
+                ids = np.asarray(json.loads(file.read_text()))
+            else:
+                ids = np.asarray([int(t) for t in file.read_text().split()])
+        except (ValueError, OSError) as exc:
+            raise UsageError(f"{file}: not a list of token ids ({type(exc).__name__}: {exc})") from None
+        ids = np.asarray(ids)
+        if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
+            raise UsageError(f"{file}: not a list of token ids (a non-empty 1-D list of integers)")
+        prompts.append(ids.astype(np.int64))
+    return prompts
+
+
+def random_prompts(count: int, vocabulary: int, length: int, seed: int = 0) -> list[np.ndarray]:
+    """*count* prompts of random token ids (a smoke test: they say nothing of accuracy on real text)."""
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, vocabulary, size=length, dtype=np.int64) for _ in range(count)]
+
+
+# -- the graphs' interface ----------------------------------------------------------------------------
+_KV = re.compile(r"(?P<layer>\d+)\D*?(?P<kind>key|value|k|v)\b", re.I)
+
+
+def _kv_key(name: str) -> tuple[int, str] | None:
+    match = _KV.search(name.replace("_", " ").replace(".", " "))
+    if not match:
+        return None
+    return int(match.group("layer")), "key" if match.group("kind").lower() in ("key", "k") else "value"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Graph:
+    """What a prefill or decode graph takes: the token window, the cache's length, its cache inputs and outputs
+    by (layer, key|value), and the logits output."""
+
+    path: pathlib.Path
+    seq: int
+    past: int
+    total: int
+    cache_in: Mapping[tuple[int, str], str]
+    cache_out: Mapping[tuple[int, str], str]
+    logits: str
+    inputs: tuple[str, ...]
+
+
+def _graph(path: pathlib.Path) -> _Graph:
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    graph = model.graph
+    initializers = {t.name for t in graph.initializer}
+
+    def dims(value: Any) -> list[int]:
+        return [d.dim_value if d.HasField("dim_value") else -1 for d in value.type.tensor_type.shape.dim]
+
+    inputs = {v.name: v for v in graph.input if v.name not in initializers}
+    missing = [n for n in ("input_ids", "attention_mask", "position_ids") if n not in inputs]
+    if missing:
+        raise ModelError(f"{path}: not a decoder graph with a KV cache: no input {missing[0]!r}")
+    cache_in = {k: n for n, v in inputs.items() if len(dims(v)) == 4 and (k := _kv_key(n)) is not None}
+    cache_out = {k: v.name for v in graph.output[1:] if len(dims(v)) == 4 and (k := _kv_key(v.name)) is not None}
+    if not cache_in or set(cache_in) != set(cache_out):
+        raise ModelError(f"{path}: its KV-cache inputs and outputs do not pair up by layer "
+                         f"({sorted(cache_in.values())} / {sorted(cache_out.values())})")
+    seq = dims(inputs["input_ids"])[-1]
+    past = dims(inputs[cache_in[min(cache_in)]])[2]
+    total = dims(inputs["attention_mask"])[-1]
+    if min(seq, past, total) <= 0:
+        raise ModelError(f"{path}: the token window, cache and mask need fixed sizes "
+                         f"(input_ids {seq}, cache {past}, attention_mask {total}); write the graphs with "
+                         "mobile-ep llm first")
+    return _Graph(path, seq, past, total, cache_in, cache_out, graph.output[0].name, tuple(inputs))
+
+
+# -- float runs ---------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Run:
+    """One graph's calibration and evaluation data: its feeds, the float logits, and which logits rows are
+    real tokens (a prompt shorter than the window is left-padded)."""
+
+    graph: str
+    feeds: list[dict[str, np.ndarray]] = dataclasses.field(default_factory=list)
+    logits: list[np.ndarray] = dataclasses.field(default_factory=list)
+    rows: list[np.ndarray] = dataclasses.field(default_factory=list)
+
+
+def _cpu(path: pathlib.Path) -> Any:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def float_runs(prefill: str | os.PathLike, decode: str | os.PathLike, prompts: Sequence[np.ndarray],
+               steps: int = 8) -> dict[str, Run]:
+    """Each prompt through the float *prefill* graph (its last ``seq`` tokens, left-padded, an empty cache
+    before them) and then *steps* greedy decode steps, the cache slid left by one per step; by graph
+    (``"prefill"``, ``"decode"``), the feeds and the logits."""
+    graphs = {"prefill": _graph(pathlib.Path(prefill)), "decode": _graph(pathlib.Path(decode))}
+    p, d = graphs["prefill"], graphs["decode"]
+    if p.total != d.total or set(p.cache_in) != set(d.cache_in):
+        raise ModelError(f"{d.path}: not the decode graph of {p.path} (context {d.total} vs {p.total}, or "
+                         "other cache layers)")
+    sessions = {role: _cpu(g.path) for role, g in graphs.items()}
+    runs = {role: Run(role) for role in graphs}
+    for prompt in prompts:
+        tokens = np.asarray(prompt, np.int64)[-p.seq:]
+        n = len(tokens)
+        ids = np.zeros((1, p.seq), np.int64)
+        ids[0, p.seq - n:] = tokens
+        mask = np.zeros((1, p.total), np.int64)
+        mask[0, p.total - n:] = 1
+        positions = np.zeros((1, p.seq), np.int64)
+        positions[0, p.seq - n:] = np.arange(n)
+        cache = {k: None for k in p.cache_in}
+        feeds = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
+        next_position = n
+        for role, graph in (("prefill", p), *((("decode", d),) * steps)):
+            run = runs[role]
+            shapes = {i.name: [int(x) for x in i.shape] for i in sessions[role].get_inputs()}
+            for key, name in graph.cache_in.items():
+                if cache[key] is None:
+                    feeds[name] = np.zeros(shapes[name], np.float32)
+                else:  # (the newest `past` positions of what the last graph wrote)
+                    feeds[name] = cache[key][:, :, -graph.past:, :]
+            outputs = dict(zip([o.name for o in sessions[role].get_outputs()],
+                               sessions[role].run(None, feeds), strict=True))
+            logits = outputs[graph.logits].reshape(graph.seq, -1)
+            run.feeds.append(dict(feeds))
+            run.logits.append(logits)
+            run.rows.append(np.flatnonzero(feeds["attention_mask"][0, -graph.seq:]))
+            for key, name in graph.cache_out.items():
+                cache[key] = outputs[name]
+            token = int(np.argmax(logits[-1]))
+            mask = np.concatenate([feeds["attention_mask"][:, 1:], np.ones((1, 1), np.int64)], axis=1)
+            feeds = {"input_ids": np.full((1, d.seq), token, np.int64), "attention_mask": mask,
+                     "position_ids": np.full((1, d.seq), next_position, np.int64)}
+            next_position += 1
+    return runs
+
+
+def kv_groups(graphs: Mapping[str, str | os.PathLike]) -> dict[tuple[int, str], list[tuple[str, str]]]:
+    """The cache tensors of each layer's key (and value) cache across *graphs* (role -> path): (role, tensor
+    name) of every input and output that holds it."""
+    groups: dict[tuple[int, str], list[tuple[str, str]]] = {}
+    for role, path in graphs.items():
+        graph = _graph(pathlib.Path(path))
+        for mapping in (graph.cache_in, graph.cache_out):
+            for key, name in mapping.items():
+                groups.setdefault(key, []).append((role, name))
+    return groups
+
+
+# -- accuracy --------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class GraphAccuracy:
+    """What quantizing cost one graph's logits over the calibration runs: SQNR in dB
+    (``10·log10(Σ float² / Σ (float - quantized)²)``), the share of token positions whose arg-max agrees, and
+    the largest absolute difference."""
+
+    graph: str
+    positions: int
+    sqnr_db: float
+    top1: float
+    max_abs: float
+
+    def as_dict(self) -> dict:
+        return {"graph": self.graph, "positions": self.positions,
+                "sqnr_db": round(self.sqnr_db, 2) if math.isfinite(self.sqnr_db) else "inf",
+                "top1_agreement": round(self.top1, 4), "max_abs_error": self.max_abs}
+
+
+def logits_accuracy(graph: str, reference: Sequence[np.ndarray], got: Sequence[np.ndarray],
+                    rows: Sequence[np.ndarray]) -> GraphAccuracy:
+    """SQNR and top-1 agreement of *got* against *reference* logits (``[positions, vocabulary]`` each), over
+    the *rows* of each that are real tokens."""
+    ref = np.concatenate([np.asarray(r, np.float64)[i] for r, i in zip(reference, rows, strict=True)])
+    out = np.concatenate([np.asarray(g, np.float64).reshape(r.shape)[i]
+                          for g, r, i in zip(got, reference, rows, strict=True)])
+    noise = float(np.sum((ref - out) ** 2))
+    sqnr = math.inf if noise == 0 else 10 * math.log10(float(np.sum(ref ** 2)) / noise)
+    top1 = float(np.mean(ref.argmax(-1) == out.argmax(-1))) if len(ref) else 1.0
+    return GraphAccuracy(graph, len(ref), sqnr, top1, float(np.max(np.abs(ref - out))) if len(ref) else 0.0)
+
+
+# -- writing two graphs over one weights file ---------------------------------------------------------
+#: Initializers at least this large go to the shared external-data file.
+EXTERNAL_BYTES = 1024
+
+
+def write_sharing(models: Mapping[str, Any], folder: str | os.PathLike, weights: str) -> dict[str, int]:
+    """Write *models* (file name -> ``onnx.ModelProto``) into *folder* with every initializer of
+    ``EXTERNAL_BYTES`` or more in the one external-data file *weights*, a tensor of the same name and bytes
+    stored once for all of them.  Returns the bytes each model's initializers take and the file's size."""
+    import onnx
+    from onnx import numpy_helper
+
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    stored: dict[tuple[str, str], tuple[int, int]] = {}
+    sizes: dict[str, int] = {}
+    with open(folder / weights, "wb") as data:
+        for file_name, model in models.items():
+            total = 0
+            for tensor in model.graph.initializer:
+                raw = tensor.raw_data if tensor.HasField("raw_data") else numpy_helper.to_array(tensor).tobytes()
+                if len(raw) < EXTERNAL_BYTES:
+                    continue
+                total += len(raw)
+                key = (tensor.name, hashlib.sha256(raw).hexdigest())
+                if key not in stored:
+                    offset = data.seek(0, os.SEEK_END)
+                    pad = (-offset) % 64
+                    data.write(b"\0" * pad)
+                    data.write(raw)
+                    stored[key] = (offset + pad, len(raw))
+                offset, length = stored[key]
+                kept = onnx.TensorProto()
+                kept.CopyFrom(tensor)
+                kept.ClearField("raw_data")
+                for field in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
+                    kept.ClearField(field)
+                kept.data_location = onnx.TensorProto.EXTERNAL
+                del kept.external_data[:]
+                for k, v in (("location", weights), ("offset", str(offset)), ("length", str(length))):
+                    entry = kept.external_data.add()
+                    entry.key, entry.value = k, v
+                tensor.CopyFrom(kept)
+            onnx.save(model, str(folder / file_name))
+            sizes[file_name] = total
+        sizes[weights] = data.tell()
+    return sizes
+
+
+# -- quantizing -----------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class LlmQuantReport:
+    """What :func:`quantize_graphs` wrote and what it cost."""
+
+    scheme: Scheme
+    calibration: str
+    prompts: int
+    random: bool
+    graphs: dict[str, str]
+    weights: str
+    weights_bytes: int
+    graph_weights_bytes: dict[str, int]
+    accuracy: list[GraphAccuracy]
+    kv_ranges: dict[str, tuple[float, float]]
+
+    def as_dict(self) -> dict:
+        return {"scheme": self.scheme.name, "about": self.scheme.about,
+                "calibration": {"source": self.calibration, "prompts": self.prompts, "random": self.random},
+                "graphs": self.graphs, "weights": self.weights, "weights_bytes": self.weights_bytes,
+                "graph_weights_bytes": self.graph_weights_bytes,
+                "accuracy": [a.as_dict() for a in self.accuracy],
+                "kv_ranges": {k: list(v) for k, v in self.kv_ranges.items()}}
+
+    def text(self) -> str:
+        what = ("random token ids (a smoke test: not an accuracy measure)" if self.random
+                else "the calibration prompts")
+        lines = [f"quantized {self.scheme.name}: {self.scheme.about}",
+                 f"  calibration: {self.calibration}",
+                 f"  weights: {self.weights} {self.weights_bytes / 1e6:.2f} MB, stored once for "
+                 f"{len(self.graphs)} graphs ({' + '.join(f'{v / 1e6:.2f}' for v in self.graph_weights_bytes.values())} "
+                 "MB as each graph uses them)",
+                 f"  logits against the float graphs, over {what}:"]
+        for a in self.accuracy:
+            sqnr = f"{a.sqnr_db:.1f} dB" if math.isfinite(a.sqnr_db) else "inf"
+            lines.append(f"    {a.graph}: SQNR {sqnr}, top-1 agreement {a.top1:.1%} of {a.positions} positions, "
+                         f"max abs error {a.max_abs:.3g}")
+        return "\n".join(lines) + "\n"
+
+
+class _Reader:
+    """An ``onnxruntime.quantization.CalibrationDataReader`` over a list of feeds."""
+
+    def __init__(self, feeds: Sequence[Mapping[str, np.ndarray]]) -> None:
+        self.feeds = list(feeds)
+        self._iter: Iterator[Mapping[str, np.ndarray]] = iter(self.feeds)
+
+    def get_next(self) -> Mapping[str, np.ndarray] | None:
+        return next(self._iter, None)
+
+    def rewind(self) -> None:
+        self._iter = iter(self.feeds)
+
+
+#: A value this far from zero is a mask (``-inf``, ``finfo.min``, ``-1e9``), not a signal: calibration leaves it
+#: out of a tensor's range, and a tensor that holds one gets :data:`MASK_MARGIN` below its signal instead, where
+#: the mask saturates (``exp(-100)``: a masked position still gets no attention).
+MASK_LIMIT = 1e4
+MASK_MARGIN = 100.0
+#: Ops whose output the QNN EP takes only with fixed quantization parameters (get_qnn_qdq_config sets them).
+_FIXED_OUTPUTS = frozenset({"Sigmoid", "Tanh"})
+
+
+def activation_ranges(path: str | os.PathLike, feeds: Sequence[Mapping[str, np.ndarray]]) -> dict[str, tuple[float, float]]:
+    """The calibrated range of every float activation of the graph at *path* over *feeds*: min and max of its
+    values, leaving out NaN (a fully masked attention row's softmax, replaced by 0 after it) and mask values
+    (:data:`MASK_LIMIT`, :data:`MASK_MARGIN`).  Outputs of ops with fixed parameters are left to the QNN
+    config."""
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.shape_inference.infer_shapes(onnx.load(str(path)))
+    graph = model.graph
+    initializers = {t.name for t in graph.initializer}
+    types = {v.name: v.type.tensor_type.elem_type for v in (*graph.input, *graph.value_info, *graph.output)}
+    fixed = {o for n in graph.node if n.op_type in _FIXED_OUTPUTS for o in n.output}
+    wanted = [name for name in dict.fromkeys([*(v.name for v in graph.input),
+                                               *(o for n in graph.node for o in n.output)])
+              if name and name not in initializers and name not in fixed
+              and types.get(name) == onnx.TensorProto.FLOAT]
+    outputs = {o.name for o in graph.output}
+    graph.output.extend(onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None)
+                        for n in wanted if n not in outputs)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    with tempfile.TemporaryDirectory(prefix="mobile-ep-llmq-") as work:
+        augmented = pathlib.Path(work) / "augmented.onnx"
+        onnx.save(model, str(augmented))
+        session = ort.InferenceSession(str(augmented), so, providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        ranges: dict[str, tuple[float, float]] = {}
+        for feed in feeds:
+            values = dict(zip(names, session.run(names, dict(feed)), strict=True))
+            values.update({k: v for k, v in feed.items() if k in wanted})
+            for name in wanted:
+                array = np.asarray(values[name], np.float64)
+                signal = array[np.abs(array) < MASK_LIMIT]
+                if signal.size == 0 and not np.any(array <= -MASK_LIMIT):
+                    continue
+                low = float(signal.min()) if signal.size else 0.0
+                high = float(signal.max()) if signal.size else 0.0
+                if np.any(array <= -MASK_LIMIT):
+                    low -= MASK_MARGIN
+                if np.any(array >= MASK_LIMIT):
+                    high += MASK_MARGIN
+                old = ranges.get(name, (low, high))
+                ranges[name] = (min(old[0], low), max(old[1], high))
+    return ranges
+
+
+def finite_masks(source: pathlib.Path, target: pathlib.Path) -> int:
+    """Write *source* to *target* with every float constant at or beyond ``-MASK_LIMIT`` (a mask: ``-inf``,
+    ``finfo.min``) made ``-MASK_LIMIT``; the number of constants changed.  Exact for every attention row that
+    attends to something (``exp(-1e4)`` is 0 in float32); a fully masked row (a padding position, never read)
+    gets uniform weights instead of NaN.  The QNN EP takes ``-inf`` into a quantized graph as something else than
+    the CPU does; a finite mask it quantizes like any value."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(source))
+    changed = 0
+    tensors = [*model.graph.initializer,
+               *(a.t for n in model.graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value")]
+    for tensor in tensors:
+        if tensor.data_type != onnx.TensorProto.FLOAT:
+            continue
+        array = numpy_helper.to_array(tensor)
+        masked = array <= -MASK_LIMIT
+        if masked.any():
+            tensor.CopyFrom(numpy_helper.from_array(np.where(masked, np.float32(-MASK_LIMIT), array), tensor.name))
+            changed += 1
+    onnx.save(model, str(target), save_as_external_data=True, location=f"{target.name}.data",
+              size_threshold=EXTERNAL_BYTES)
+    return changed
+
+
+def _quantize_one(source: pathlib.Path, target: pathlib.Path, feeds: Sequence[Mapping[str, np.ndarray]],
+                  scheme: Scheme, overrides: dict[str, list[dict[str, Any]]]) -> None:
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize
+    from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
+
+    config = get_qnn_qdq_config(str(source), _Reader(feeds), activation_type=QuantType[scheme.activations],
+                                weight_type=QuantType[scheme.weights], weight_symmetric=scheme.symmetric_weights,
+                                init_overrides=overrides)
+    level = logging.getLogger().level
+    logging.getLogger().setLevel(logging.ERROR)  # (the tool logs each override it cannot apply)
+    try:
+        quantize(str(source), str(target), config)
+    finally:
+        logging.getLogger().setLevel(level)
+
+
+def quantize_graphs(prefill: str | os.PathLike, decode: str | os.PathLike, folder: str | os.PathLike,
+                    prompts: Sequence[np.ndarray], scheme: str = "w8a16", *, calibration: str = "",
+                    random: bool = False, steps: int = 8, weights: str = "") -> LlmQuantReport:
+    """Quantize the *prefill* and *decode* graphs of one decoder with *scheme* (:data:`SCHEMES`), calibrated
+    on *prompts* (:func:`float_runs`), into *folder*: ``<stem>.<scheme>.onnx`` for each and one external-data
+    file *weights* (default ``<prefill stem>.<scheme>.data``) holding each shared tensor once.  The KV cache of
+    each layer gets one range in both graphs (:func:`kv_groups`).  Both graphs are then run on onnxruntime's
+    CPU EP on the same runs and compared with the float ones (:class:`LlmQuantReport`)."""
+    import onnx
+
+    if scheme not in SCHEMES:
+        raise UsageError(f"unknown quantization scheme {scheme!r} (choose from {', '.join(SCHEMES)})")
+    chosen = SCHEMES[scheme]
+    sources = {"prefill": pathlib.Path(prefill), "decode": pathlib.Path(decode)}
+    if not prompts:
+        raise UsageError("no calibration prompts")
+    runs = float_runs(sources["prefill"], sources["decode"], prompts, steps=steps)
+    folder = pathlib.Path(folder)
+    names = {role: f"{path.stem}.{chosen.name}.onnx" for role, path in sources.items()}
+    weights = weights or f"{sources['prefill'].stem}.{chosen.name}.data"
+    models = {}
+    with tempfile.TemporaryDirectory(prefix="mobile-ep-llmq-") as work:
+        finite = {role: pathlib.Path(work) / f"{role}.finite.onnx" for role in sources}
+        for role, source in sources.items():
+            finite_masks(source, finite[role])
+        measured = {role: activation_ranges(finite[role], runs[role].feeds) for role in sources}
+        ranges: dict[str, tuple[float, float]] = {}
+        for (layer, kind), members in sorted(kv_groups(sources).items()):
+            seen = [measured[role][name] for role, name in members if name in measured[role]]
+            low, high = min(0.0, *(r[0] for r in seen)), max(0.0, *(r[1] for r in seen))
+            ranges[f"layer {layer} {kind}"] = (low, high)
+            for role, name in members:
+                measured[role][name] = (low, high)
+        for role in sources:
+            overrides = {name: [{"rmin": np.float32(low), "rmax": np.float32(high)}]
+                         for name, (low, high) in measured[role].items()}
+            target = pathlib.Path(work) / names[role]
+            _quantize_one(finite[role], target, runs[role].feeds[:1], chosen, overrides)
+            model = onnx.load(str(target))
+            model.ir_version = min(model.ir_version, 10)
+            models[names[role]] = model
+        sizes = write_sharing(models, folder, weights)
+    accuracy = []
+    for role in sources:
+        session = _cpu(folder / names[role])
+        graph = _graph(folder / names[role])
+        got = [session.run([graph.logits], feeds)[0].reshape(graph.seq, -1) for feeds in runs[role].feeds]
+        accuracy.append(logits_accuracy(role, runs[role].logits, got, runs[role].rows))
+    return LlmQuantReport(chosen, calibration or f"{len(prompts)} prompts", len(prompts), random,
+                          {role: str(folder / n) for role, n in names.items()}, str(folder / weights),
+                          sizes[weights], {names[r]: sizes[names[r]] for r in sources}, accuracy, ranges)
