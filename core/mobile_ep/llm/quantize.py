@@ -50,6 +50,8 @@ class Scheme:
     weights: str
     symmetric_weights: bool
     about: str
+    #: MatMul weights quantized per output channel (axis 1 of a [K, N] weight) rather than per tensor
+    per_channel: bool = False
 
 
 SCHEMES: Mapping[str, Scheme] = {
@@ -421,30 +423,15 @@ def activation_ranges(path: str | os.PathLike, feeds: Sequence[Mapping[str, np.n
     return ranges
 
 
-def finite_masks(source: pathlib.Path, target: pathlib.Path) -> int:
-    """Write *source* to *target* with every float constant at or beyond ``-MASK_LIMIT`` (a mask: ``-inf``,
-    ``finfo.min``) made ``-MASK_LIMIT``; the number of constants changed.  Exact for every attention row that
-    attends to something (``exp(-1e4)`` is 0 in float32); a fully masked row (a padding position, never read)
-    gets uniform weights instead of NaN.  The QNN EP takes ``-inf`` into a quantized graph as something else than
-    the CPU does; a finite mask it quantizes like any value."""
+def _per_channel_weights(source: pathlib.Path, scheme: Scheme) -> dict[str, list[dict[str, Any]]]:
+    """Overrides quantizing every 2-D MatMul weight of *source* per output channel with the scheme's weight type."""
     import onnx
-    from onnx import numpy_helper
+    from onnxruntime.quantization import QuantType
 
-    model = onnx.load(str(source))
-    changed = 0
-    tensors = [*model.graph.initializer,
-               *(a.t for n in model.graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value")]
-    for tensor in tensors:
-        if tensor.data_type != onnx.TensorProto.FLOAT:
-            continue
-        array = numpy_helper.to_array(tensor)
-        masked = array <= -MASK_LIMIT
-        if masked.any():
-            tensor.CopyFrom(numpy_helper.from_array(np.where(masked, np.float32(-MASK_LIMIT), array), tensor.name))
-            changed += 1
-    onnx.save(model, str(target), save_as_external_data=True, location=f"{target.name}.data",
-              size_threshold=EXTERNAL_BYTES)
-    return changed
+    model = onnx.load(str(source), load_external_data=False)
+    weights = {t.name for t in model.graph.initializer if len(t.dims) == 2}
+    return {n.input[1]: [{"quant_type": QuantType[scheme.weights], "axis": 1, "symmetric": scheme.symmetric_weights}]
+            for n in model.graph.node if n.op_type == "MatMul" and n.input[1] in weights}
 
 
 def _quantize_one(source: pathlib.Path, target: pathlib.Path, feeds: Sequence[Mapping[str, np.ndarray]],
@@ -454,6 +441,8 @@ def _quantize_one(source: pathlib.Path, target: pathlib.Path, feeds: Sequence[Ma
     from onnxruntime.quantization import QuantType, quantize
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
 
+    if scheme.per_channel or os.environ.get("LLMQ_PC"):
+        overrides = {**overrides, **_per_channel_weights(source, scheme)}
     config = get_qnn_qdq_config(str(source), _Reader(feeds), activation_type=QuantType[scheme.activations],
                                 weight_type=QuantType[scheme.weights], weight_symmetric=scheme.symmetric_weights,
                                 init_overrides=overrides)
@@ -487,10 +476,7 @@ def quantize_graphs(prefill: str | os.PathLike, decode: str | os.PathLike, folde
     weights = weights or f"{sources['prefill'].stem}.{chosen.name}.data"
     models = {}
     with tempfile.TemporaryDirectory(prefix="mobile-ep-llmq-") as work:
-        finite = {role: pathlib.Path(work) / f"{role}.finite.onnx" for role in sources}
-        for role, source in sources.items():
-            finite_masks(source, finite[role])
-        measured = {role: activation_ranges(finite[role], runs[role].feeds) for role in sources}
+        measured = {role: activation_ranges(sources[role], runs[role].feeds) for role in sources}
         ranges: dict[str, tuple[float, float]] = {}
         for (layer, kind), members in sorted(kv_groups(sources).items()):
             seen = [measured[role][name] for role, name in members if name in measured[role]]
@@ -502,7 +488,7 @@ def quantize_graphs(prefill: str | os.PathLike, decode: str | os.PathLike, folde
             overrides = {name: [{"rmin": np.float32(low), "rmax": np.float32(high)}]
                          for name, (low, high) in measured[role].items()}
             target = pathlib.Path(work) / names[role]
-            _quantize_one(finite[role], target, runs[role].feeds[:1], chosen, overrides)
+            _quantize_one(sources[role], target, runs[role].feeds[:1], chosen, overrides)
             model = onnx.load(str(target))
             model.ir_version = min(model.ir_version, 10)
             models[names[role]] = model
