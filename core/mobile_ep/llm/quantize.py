@@ -15,7 +15,7 @@ consistency across the two graphs:
   they are;
 - **calibration**: prompts' token ids (a folder of them: :func:`read_prompts`, or random ids, which the report
   calls a smoke test), each run through the float prefill graph and then greedy decode steps
-  (:func:`float_runs`); the same runs are the evaluation: the report gives the logits' SQNR and the top-1
+  (:func:`float_runs`, as an app runs the graphs); the same runs are the evaluation: the report gives the logits' SQNR and the top-1
   agreement of the quantized graphs against the float ones, per graph.
 """
 
@@ -27,7 +27,6 @@ import json
 import math
 import os
 import pathlib
-import re
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -35,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from mobile_ep.errors import ModelError, UsageError
+from mobile_ep.llm.decoder import Interface, interface
 
 __all__ = ["SCHEMES", "Scheme", "Run", "LlmQuantReport", "GraphAccuracy", "read_prompts", "random_prompts",
            "float_runs", "kv_groups", "activation_ranges", "quantize_graphs", "write_sharing", "logits_accuracy"]
@@ -58,7 +58,7 @@ SCHEMES: Mapping[str, Scheme] = {
     "w8a16": Scheme("w8a16", "QUInt16", "QInt8", True,
                     "uint16 activations, int8 symmetric weights per tensor (the HTP's fast 16-bit path)"),
     "w4a16": Scheme("w4a16", "QUInt16", "QInt4", True,
-                    "uint16 activations, int4 symmetric weights per tensor (opset-21 int4 QDQ)"),
+                    "uint16 activations, int4 symmetric MatMul weights per output channel", per_channel=True),
 }
 
 
@@ -97,65 +97,36 @@ def random_prompts(count: int, vocabulary: int, length: int, seed: int = 0) -> l
 
 
 # -- the graphs' interface ----------------------------------------------------------------------------
-_KV = re.compile(r"(?P<layer>\d+)\D*?(?P<kind>key|value|k|v)\b", re.I)
-
-
-def _kv_key(name: str) -> tuple[int, str] | None:
-    match = _KV.search(name.replace("_", " ").replace(".", " "))
-    if not match:
-        return None
-    return int(match.group("layer")), "key" if match.group("kind").lower() in ("key", "k") else "value"
-
-
 @dataclasses.dataclass(frozen=True)
 class _Graph:
-    """What a prefill or decode graph takes: the token window, the cache's length, its cache inputs and outputs
-    by (layer, key|value), and the logits output."""
+    """A prefill or decode graph: its decoder interface (:func:`mobile_ep.llm.decoder.interface`), its token
+    window and its context (the mask's length)."""
 
     path: pathlib.Path
+    face: Interface
     seq: int
-    past: int
-    total: int
-    cache_in: Mapping[tuple[int, str], str]
-    cache_out: Mapping[tuple[int, str], str]
-    logits: str
-    inputs: tuple[str, ...]
+    context: int
 
 
 def _graph(path: pathlib.Path) -> _Graph:
     import onnx
 
-    model = onnx.load(str(path), load_external_data=False)
-    graph = model.graph
-    initializers = {t.name for t in graph.initializer}
-
-    def dims(value: Any) -> list[int]:
-        return [d.dim_value if d.HasField("dim_value") else -1 for d in value.type.tensor_type.shape.dim]
-
-    inputs = {v.name: v for v in graph.input if v.name not in initializers}
-    missing = [n for n in ("input_ids", "attention_mask", "position_ids") if n not in inputs]
-    if missing:
-        raise ModelError(f"{path}: not a decoder graph with a KV cache: no input {missing[0]!r}")
-    cache_in = {k: n for n, v in inputs.items() if len(dims(v)) == 4 and (k := _kv_key(n)) is not None}
-    cache_out = {k: v.name for v in graph.output[1:] if len(dims(v)) == 4 and (k := _kv_key(v.name)) is not None}
-    if not cache_in or set(cache_in) != set(cache_out):
-        raise ModelError(f"{path}: its KV-cache inputs and outputs do not pair up by layer "
-                         f"({sorted(cache_in.values())} / {sorted(cache_out.values())})")
-    seq = dims(inputs["input_ids"])[-1]
-    past = dims(inputs[cache_in[min(cache_in)]])[2]
-    total = dims(inputs["attention_mask"])[-1]
-    if min(seq, past, total) <= 0:
-        raise ModelError(f"{path}: the token window, cache and mask need fixed sizes "
-                         f"(input_ids {seq}, cache {past}, attention_mask {total}); write the graphs with "
-                         "mobile-ep llm first")
-    return _Graph(path, seq, past, total, cache_in, cache_out, graph.output[0].name, tuple(inputs))
+    proto = onnx.load(str(path), load_external_data=False)
+    face = interface(proto, path)
+    inputs = {v.name: [d.dim_value if d.HasField("dim_value") else 0 for d in v.type.tensor_type.shape.dim]
+              for v in proto.graph.input}
+    seq, context = inputs[face.input_ids][-1], inputs[face.attention_mask][-1]
+    if min(seq, context) <= 0:
+        raise ModelError(f"{path}: the token window and the mask need fixed sizes (input_ids {seq or '?'}, "
+                         f"attention_mask {context or '?'}): write the graphs with mobile-ep llm first")
+    return _Graph(path, face, seq, context)
 
 
 # -- float runs ---------------------------------------------------------------------------------------
 @dataclasses.dataclass
 class Run:
     """One graph's calibration and evaluation data: its feeds, the float logits, and which logits rows are
-    real tokens (a prompt shorter than the window is left-padded)."""
+    real tokens (the prefill window is padded after the prompt)."""
 
     graph: str
     feeds: list[dict[str, np.ndarray]] = dataclasses.field(default_factory=list)
@@ -171,51 +142,66 @@ def _cpu(path: pathlib.Path) -> Any:
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
+def _run(session: Any, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, dict(feeds)), strict=True))
+
+
 def float_runs(prefill: str | os.PathLike, decode: str | os.PathLike, prompts: Sequence[np.ndarray],
                steps: int = 8) -> dict[str, Run]:
-    """Each prompt through the float *prefill* graph (its last ``seq`` tokens, left-padded, an empty cache
-    before them) and then *steps* greedy decode steps, the cache slid left by one per step; by graph
-    (``"prefill"``, ``"decode"``), the feeds and the logits."""
-    graphs = {"prefill": _graph(pathlib.Path(prefill)), "decode": _graph(pathlib.Path(decode))}
-    p, d = graphs["prefill"], graphs["decode"]
-    if p.total != d.total or set(p.cache_in) != set(d.cache_in):
-        raise ModelError(f"{d.path}: not the decode graph of {p.path} (context {d.total} vs {p.total}, or "
-                         "other cache layers)")
-    sessions = {role: _cpu(g.path) for role, g in graphs.items()}
-    runs = {role: Run(role) for role in graphs}
+    """Each prompt through the float graphs as an app runs them (``mobile-ep llm``'s generation): the prompt
+    (its first ``P`` tokens) at the start of the prefill window, padded after it, over an empty cache; its keys
+    and values kept in a cache of ``context - 1``; then *steps* greedy decode steps, each writing its token's
+    key and value into the next slot.  By graph (``"prefill"``, ``"decode"``): the feeds and the logits."""
+    p, d = _graph(pathlib.Path(prefill)), _graph(pathlib.Path(decode))
+    if p.context != d.context or p.face.past != d.face.past or d.seq != 1:
+        raise ModelError(f"{d.path}: not the decode graph of {p.path} (context {d.context} vs {p.context}, "
+                         "other cache names, or more than one new token)")
+    face, context, window = p.face, p.context, p.seq
+    sessions = {"prefill": _cpu(p.path), "decode": _cpu(d.path)}
+    runs = {"prefill": Run("prefill"), "decode": Run("decode")}
+    shape = (1, face.kv_heads, context - 1, face.head_dim)
     for prompt in prompts:
-        tokens = np.asarray(prompt, np.int64)[-p.seq:]
+        tokens = [int(t) for t in np.asarray(prompt).reshape(-1)[:window]]
         n = len(tokens)
-        ids = np.zeros((1, p.seq), np.int64)
-        ids[0, p.seq - n:] = tokens
-        mask = np.zeros((1, p.total), np.int64)
-        mask[0, p.total - n:] = 1
-        positions = np.zeros((1, p.seq), np.int64)
-        positions[0, p.seq - n:] = np.arange(n)
-        cache = {k: None for k in p.cache_in}
-        feeds = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
-        next_position = n
-        for role, graph in (("prefill", p), *((("decode", d),) * steps)):
-            run = runs[role]
-            shapes = {i.name: [int(x) for x in i.shape] for i in sessions[role].get_inputs()}
-            for key, name in graph.cache_in.items():
-                if cache[key] is None:
-                    feeds[name] = np.zeros(shapes[name], np.float32)
-                else:  # (the newest `past` positions of what the last graph wrote)
-                    feeds[name] = cache[key][:, :, -graph.past:, :]
-            outputs = dict(zip([o.name for o in sessions[role].get_outputs()],
-                               sessions[role].run(None, feeds), strict=True))
-            logits = outputs[graph.logits].reshape(graph.seq, -1)
-            run.feeds.append(dict(feeds))
-            run.logits.append(logits)
-            run.rows.append(np.flatnonzero(feeds["attention_mask"][0, -graph.seq:]))
-            for key, name in graph.cache_out.items():
-                cache[key] = outputs[name]
-            token = int(np.argmax(logits[-1]))
-            mask = np.concatenate([feeds["attention_mask"][:, 1:], np.ones((1, 1), np.int64)], axis=1)
-            feeds = {"input_ids": np.full((1, d.seq), token, np.int64), "attention_mask": mask,
-                     "position_ids": np.full((1, d.seq), next_position, np.int64)}
-            next_position += 1
+        if n == 0 or (face.vocab and not 0 <= min(tokens) <= max(tokens) < face.vocab):
+            raise UsageError(f"a calibration prompt has token ids outside the vocabulary of {face.vocab} "
+                             f"({min(tokens, default='none')}..{max(tokens, default='none')})")
+        feeds = {face.input_ids: np.array([tokens + [0] * (window - n)], np.int64),
+                 face.attention_mask: np.zeros((1, context), np.int64)}
+        feeds[face.attention_mask][0, context - window:context - window + n] = 1
+        if face.position_ids:
+            feeds[face.position_ids] = np.arange(window, dtype=np.int64)[None]
+        for key, value in face.past:
+            feeds[key] = feeds[value] = np.zeros((1, face.kv_heads, context - window, face.head_dim), face.kv_dtype)
+        out = _run(sessions["prefill"], feeds)
+        runs["prefill"].feeds.append(feeds)
+        runs["prefill"].logits.append(out[face.logits].reshape(window, -1))
+        runs["prefill"].rows.append(np.arange(n))
+        cache = {name: np.zeros(shape, face.kv_dtype) for pair in face.past for name in pair}
+        for (past_k, past_v), (key, value) in zip(face.past, face.present, strict=True):
+            cache[past_k][:, :, :n] = out[key][:, :, context - window:context - window + n]
+            cache[past_v][:, :, :n] = out[value][:, :, context - window:context - window + n]
+        token = int(np.argmax(out[face.logits].reshape(window, -1)[n - 1]))
+        for _ in range(steps):
+            if n >= context - 1:
+                break
+            mask = np.zeros((1, context), np.int64)
+            mask[0, :n] = 1
+            mask[0, context - 1] = 1
+            feeds = {face.input_ids: np.array([[token]], np.int64), face.attention_mask: mask,
+                     **{k: v.copy() for k, v in cache.items()}}
+            if face.position_ids:
+                feeds[face.position_ids] = np.array([[n]], np.int64)
+            out = _run(sessions["decode"], feeds)
+            runs["decode"].feeds.append(feeds)
+            runs["decode"].logits.append(out[face.logits].reshape(1, -1))
+            runs["decode"].rows.append(np.arange(1))
+            for (past_k, past_v), (key, value) in zip(face.past, face.present, strict=True):
+                cache[past_k][:, :, n] = out[key][:, :, context - 1]
+                cache[past_v][:, :, n] = out[value][:, :, context - 1]
+            token = int(np.argmax(out[face.logits].reshape(-1)))
+            n += 1
     return runs
 
 
@@ -224,10 +210,11 @@ def kv_groups(graphs: Mapping[str, str | os.PathLike]) -> dict[tuple[int, str], 
     name) of every input and output that holds it."""
     groups: dict[tuple[int, str], list[tuple[str, str]]] = {}
     for role, path in graphs.items():
-        graph = _graph(pathlib.Path(path))
-        for mapping in (graph.cache_in, graph.cache_out):
-            for key, name in mapping.items():
-                groups.setdefault(key, []).append((role, name))
+        face = _graph(pathlib.Path(path)).face
+        for pairs in (face.past, face.present):
+            for layer, (key, value) in enumerate(pairs):
+                groups.setdefault((layer, "key"), []).append((role, key))
+                groups.setdefault((layer, "value"), []).append((role, value))
     return groups
 
 
@@ -441,7 +428,7 @@ def _quantize_one(source: pathlib.Path, target: pathlib.Path, feeds: Sequence[Ma
     from onnxruntime.quantization import QuantType, quantize
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
 
-    if scheme.per_channel or os.environ.get("LLMQ_PC"):
+    if scheme.per_channel:
         overrides = {**overrides, **_per_channel_weights(source, scheme)}
     config = get_qnn_qdq_config(str(source), _Reader(feeds), activation_type=QuantType[scheme.activations],
                                 weight_type=QuantType[scheme.weights], weight_symmetric=scheme.symmetric_weights,
@@ -497,7 +484,7 @@ def quantize_graphs(prefill: str | os.PathLike, decode: str | os.PathLike, folde
     for role in sources:
         session = _cpu(folder / names[role])
         graph = _graph(folder / names[role])
-        got = [session.run([graph.logits], feeds)[0].reshape(graph.seq, -1) for feeds in runs[role].feeds]
+        got = [session.run([graph.face.logits], feeds)[0].reshape(graph.seq, -1) for feeds in runs[role].feeds]
         accuracy.append(logits_accuracy(role, runs[role].logits, got, runs[role].rows))
     return LlmQuantReport(chosen, calibration or f"{len(prompts)} prompts", len(prompts), random,
                           {role: str(folder / n) for role, n in names.items()}, str(folder / weights),

@@ -61,11 +61,15 @@ class CompiledGraph:
     alone_bytes: int
     max_abs_error: float | None = None
     within_tolerance: bool | None = None
+    #: the logits of the real tokens on the EP against the CPU: SQNR (dB) and top-1 agreement
+    logits_sqnr_db: float | None = None
+    top1: float | None = None
 
     def as_dict(self) -> dict:
         return {"graph": self.role, "source": self.source, "model": self.model, "contexts": self.contexts,
                 "epcontext_nodes": self.epcontext_nodes, "alone_bytes": self.alone_bytes,
-                "max_abs_error": self.max_abs_error, "within_tolerance": self.within_tolerance}
+                "max_abs_error": self.max_abs_error, "within_tolerance": self.within_tolerance,
+                "logits_sqnr_db": self.logits_sqnr_db, "top1_agreement": self.top1}
 
 
 @dataclasses.dataclass
@@ -107,7 +111,8 @@ class SharedCompileReport:
             if g.max_abs_error is not None:
                 verdict = "within" if g.within_tolerance else "BEYOND"
                 lines.append(f"  {g.role} alone on the EP against the CPU: max abs error {g.max_abs_error:.3g}, "
-                             f"{verdict} the tolerance{f' ({self.tolerance})' if self.tolerance else ''}")
+                             f"{verdict} the tolerance{f' ({self.tolerance})' if self.tolerance else ''}; logits "
+                             f"SQNR {g.logits_sqnr_db:.1f} dB, top-1 agreement {g.top1:.1%}")
         return "\n".join(lines) + "\n"
 
 
@@ -177,15 +182,15 @@ def compile_shared_graphs(graphs: Mapping[str, str | os.PathLike], folder: str |
             result = CompiledGraph(role, str(source), str(targets[role]), files, len(nodes),
                                    sum((alone.parent / f).stat().st_size for f in alone_files))
             if feeds is not None and compare is not None:
-                result.max_abs_error, result.within_tolerance = _check(source, alone, library, options,
-                                                                       feeds[role], compare)
+                (result.max_abs_error, result.within_tolerance, result.logits_sqnr_db,
+                 result.top1) = _check(source, alone, library, options, feeds[role], compare)
             results.append(result)
     shared = len(every_file) == 1 and all(_names_in(folder / f, names) for f, names in nodes_by_file.items())
     return SharedCompileReport(library.ep_name, dict(sharing), results, every_file, shared, tolerance)
 
 
 def _check(source: Any, compiled: pathlib.Path, library: ep_libraries.EpLibrary, options: Mapping[str, str],
-           feeds: Mapping[str, np.ndarray], compare: Compare) -> tuple[float, bool]:
+           feeds: Mapping[str, np.ndarray], compare: Compare) -> tuple[float, bool, float, float]:
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -197,7 +202,13 @@ def _check(source: Any, compiled: pathlib.Path, library: ep_libraries.EpLibrary,
         got = ep_libraries.run_outputs(compiled, library, options, feeds)
     except ep_libraries.EpFailure as exc:
         raise BackendError(f"{compiled}: {library.ep_name} could not run it: {exc}") from None
-    return compare(*(_real_positions(outputs, feeds) for outputs in (reference, got)))
+    reference, got = (_real_positions(outputs, feeds) for outputs in (reference, got))
+    worst, ok = compare(reference, got)
+    logits = next(iter(reference))  # (a decoder's first output)
+    ref, out = (np.asarray(o[logits], np.float64).reshape(-1, reference[logits].shape[-1]) for o in (reference, got))
+    noise = float(np.sum((ref - out) ** 2))
+    sqnr = float("inf") if noise == 0 else 10 * float(np.log10(float(np.sum(ref ** 2)) / noise))
+    return worst, ok, sqnr, float(np.mean(ref.argmax(-1) == out.argmax(-1)))
 
 
 def _real_positions(outputs: Mapping[str, np.ndarray], feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
