@@ -2,9 +2,10 @@
 
 The HTP runs 16-bit activations with 8-bit (or 4-bit) weights fast; the QDQ form it takes is what
 ``onnxruntime.quantization.execution_providers.qnn.get_qnn_qdq_config`` writes (uint16 activations through
-``com.microsoft`` QuantizeLinear/DequantizeLinear below opset 21, MatMul weights per tensor: the QNN EP does not
-take per-channel MatMul weights).  mobile-ep has no quantizer of its own; what it adds for a decoder is
-consistency across the two graphs:
+``com.microsoft`` QuantizeLinear/DequantizeLinear below opset 21; w8a16 MatMul weights int8 per tensor, as that
+helper writes them; w4a16 int4 per output channel, which the QNN EP of onnxruntime-qnn 2.7 takes too, int4 per
+tensor costing too much).  mobile-ep has no quantizer of its own; what it adds for a decoder is consistency
+across the two graphs:
 
 - **weights**: a weight's scale and zero point come from its values only, so the same weight gets the same
   quantized tensor in both graphs; the two QDQ graphs are written beside ONE external-data file in which each
@@ -13,6 +14,12 @@ consistency across the two graphs:
   tensor of one layer's key (or value) cache, in and out of both graphs, is given the same range (the union of
   what calibration saw), so the two graphs' caches have one scale and zero point and can be handed over as
   they are;
+- **activations**: a tensor of both graphs (same name) gets one range, the union of both graphs' (measured on
+  a 2-layer, hidden-256 decoder: the QNN context holding both graphs went from 1.15x to 1.11x one graph's,
+  logits SQNR unchanged);
+- **masks**: calibration leaves NaN (a fully masked row's softmax) and mask values (``-inf``, ``finfo.min``)
+  out of a tensor's range (:func:`activation_ranges`), which would otherwise make the attention scores'
+  scale infinite;
 - **calibration**: prompts' token ids (a folder of them: :func:`read_prompts`, or random ids, which the report
   calls a smoke test), each run through the float prefill graph and then greedy decode steps
   (:func:`float_runs`, as an app runs the graphs); the same runs are the evaluation: the report gives the logits' SQNR and the top-1
@@ -464,6 +471,9 @@ def quantize_graphs(prefill: str | os.PathLike, decode: str | os.PathLike, folde
     models = {}
     with tempfile.TemporaryDirectory(prefix="mobile-ep-llmq-") as work:
         measured = {role: activation_ranges(sources[role], runs[role].feeds) for role in sources}
+        for name in set(measured["prefill"]) & set(measured["decode"]):  # (one encoding for a tensor of both)
+            both = (measured["prefill"][name], measured["decode"][name])
+            measured["prefill"][name] = measured["decode"][name] = (min(r[0] for r in both), max(r[1] for r in both))
         ranges: dict[str, tuple[float, float]] = {}
         for (layer, kind), members in sorted(kv_groups(sources).items()):
             seen = [measured[role][name] for role, name in members if name in measured[role]]

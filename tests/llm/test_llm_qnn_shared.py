@@ -1,0 +1,111 @@
+"""A decoder's prefill and decode graphs compiled by the real QNN EP (onnxruntime-qnn, HTP simulator, soc_model 60)
+into EPContext models sharing one context binary (mobile_ep.llm.shared): one file, at most 1.15x one graph's
+context, and each graph run on the HTP simulator against onnxruntime's CPU result within the tolerance
+``convert --compile`` uses (fp16 for float graphs, a share of each output's range for w8a16 ones)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+pytest.importorskip("torch", reason="the llm tests export decoders with torch (tox -e llm)")
+pytest.importorskip("transformers", reason="the llm tests export transformers decoders (tox -e llm)")
+pytest.importorskip("onnxruntime_qnn", reason="the QNN compile needs onnxruntime-qnn (its HTP simulator)")
+
+from mobile_ep_qnn.compile import compare, tolerance_text  # noqa: E402
+
+from mobile_ep import ep_libraries  # noqa: E402
+from mobile_ep.llm import quantize, shared  # noqa: E402
+from mobile_ep.llm.decoder import interface  # noqa: E402
+from mobile_ep.llm.graphs import build_graphs, write_shared  # noqa: E402
+from mobile_ep.llm.torch_export import export_decoder  # noqa: E402
+
+CONTEXT, PREFILL = 128, 32
+OPTIONS = {"backend_type": "htp", "soc_model": "60"}
+#: Weights large enough that they, not each graph's own constants, make the context binary (hidden 256): the
+#: sharing is what the size ratio then measures.  Weights drawn with std 0.1 (about 1.6 / sqrt(hidden)): the
+#: greedy path is decided and fp16 does not overflow.
+CONFIG = dict(vocab_size=1024, hidden_size=256, intermediate_size=1024, num_hidden_layers=2, num_attention_heads=8,
+              num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.1, tie_word_embeddings=False)
+
+
+@pytest.fixture(scope="module")
+def library():
+    found = [lib for lib in ep_libraries.installed_libraries() if lib.ep_name == "QNNExecutionProvider"]
+    if not found or not ep_libraries.probe(found[0]).usable:
+        pytest.skip("onnxruntime-qnn's QNN EP does not load here")
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory):
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**CONFIG)).eval()
+    work = tmp_path_factory.mktemp("export")
+    export = export_decoder(model, work / "decoder.onnx", dynamo=False)
+    face = interface(onnx.load(str(export), load_external_data=False), export)
+    paths, _ = write_shared(build_graphs(export, face, CONTEXT, PREFILL, work), tmp_path_factory.mktemp("graphs"))
+    # an 8-token prompt and one decode step: positions stay small, where fp16 rotary angles are exact enough
+    runs = quantize.float_runs(paths["prefill"], paths["decode"], quantize.random_prompts(1, 1024, 8, seed=3), steps=1)
+    return paths, face, {role: runs[role].feeds[0] for role in runs}
+
+
+def _compile(paths, folder, library, feeds, precision):
+    return shared.compile_shared_graphs({"prefill": paths["prefill"], "decode": paths["decode"]}, folder, library,
+                                        OPTIONS, feeds=feeds, compare=lambda a, b: compare(a, b, precision),
+                                        tolerance=tolerance_text(precision))
+
+
+def _assert_shared(report, folder):
+    assert report.shared
+    (binary,) = report.files
+    assert (folder / binary).is_file() and report.files[binary] == (folder / binary).stat().st_size
+    for graph in report.graphs:
+        assert graph.contexts == [binary] and graph.epcontext_nodes == 1
+        model = onnx.load(graph.model, load_external_data=False)
+        attributes = {a.name: a for n in model.graph.node if n.op_type == "EPContext" for a in n.attribute}
+        assert attributes["embed_mode"].i == 0 and attributes["ep_cache_context"].s.decode() == binary
+    assert report.ratio <= shared.GOAL_RATIO, report.text()
+
+
+def test_float_graphs_share_one_context_binary(graphs, library, tmp_path):
+    paths, _, feeds = graphs
+    report = _compile(paths, tmp_path, library, feeds, "float32")
+    _assert_shared(report, tmp_path)  # (measured: 5.10 MB for both, 5.04 MB the prefill alone: 1.01x)
+    for graph in report.graphs:
+        assert graph.within_tolerance, report.text()
+        assert graph.top1 == 1.0 and graph.logits_sqnr_db > 30
+    assert "one shared context" in report.text()
+
+
+def test_w8a16_graphs_share_one_context_binary(graphs, library, tmp_path):
+    paths, face, feeds = graphs
+    quantized = quantize.quantize_graphs(paths["prefill"], paths["decode"], tmp_path / "q",
+                                         quantize.random_prompts(4, face.vocab, 24, seed=1), "w8a16", random=True)
+    for path in quantized.graphs.values():  # one partition; only the graph's own Q and DQ on the CPU
+        taken = ep_libraries.assignment(path, library, OPTIONS)
+        assert len(taken.partitions) == 1
+        left = {n.op_type for n in onnx.load(path, load_external_data=False).graph.node if n.name not in taken.nodes}
+        assert left <= {"QuantizeLinear", "DequantizeLinear", "Constant"}
+    report = _compile(quantized.graphs, tmp_path / "ctx", library, feeds, "quantized")
+    _assert_shared(report, tmp_path / "ctx")  # (measured: 3.34 MB for both, 3.00 MB the prefill alone: 1.11x)
+    for graph in report.graphs:
+        assert graph.within_tolerance, report.text()
+        assert graph.logits_sqnr_db > 20
+
+
+def test_the_simulator_cannot_reload_a_shared_context(graphs, library, tmp_path):
+    """The HTP simulator on x86-64 crashes loading a context that holds several graphs (onnxruntime-qnn skips
+    that case on x86 in its own tests): the crash is an EpFailure of the child, not the end of the run.  When a
+    release loads it, this fails and the shared binaries themselves can be run here."""
+    paths, _, feeds = graphs
+    report = shared.compile_shared_graphs({"prefill": paths["prefill"], "decode": paths["decode"]}, tmp_path,
+                                          library, OPTIONS)
+    assert report.shared and all(g.max_abs_error is None for g in report.graphs)
+    with pytest.raises(ep_libraries.EpFailure, match="crashed"):
+        ep_libraries.run_outputs(report.graphs[1].model, library, OPTIONS, feeds["decode"])
+    assert np.isfinite(report.ratio)
