@@ -187,8 +187,9 @@ def float_runs(prefill: str | os.PathLike, decode: str | os.PathLike, prompts: S
         runs["prefill"].rows.append(np.arange(n))
         cache = {name: np.zeros(shape, face.kv_dtype) for pair in face.past for name in pair}
         for (past_k, past_v), (key, value) in zip(face.past, face.present, strict=True):
-            cache[past_k][:, :, :n] = out[key][:, :, context - window:context - window + n]
-            cache[past_v][:, :, :n] = out[value][:, :, context - window:context - window + n]
+            # (a present holds the whole context or only the window's slots: the window's are its last)
+            cache[past_k][:, :, :n] = out[key][:, :, -window:][:, :, :n]
+            cache[past_v][:, :, :n] = out[value][:, :, -window:][:, :, :n]
         token = int(np.argmax(out[face.logits].reshape(window, -1)[n - 1]))
         for _ in range(steps):
             if n >= context - 1:
@@ -205,8 +206,8 @@ def float_runs(prefill: str | os.PathLike, decode: str | os.PathLike, prompts: S
             runs["decode"].logits.append(out[face.logits].reshape(1, -1))
             runs["decode"].rows.append(np.arange(1))
             for (past_k, past_v), (key, value) in zip(face.past, face.present, strict=True):
-                cache[past_k][:, :, n] = out[key][:, :, context - 1]
-                cache[past_v][:, :, n] = out[value][:, :, context - 1]
+                cache[past_k][:, :, n] = out[key][:, :, -1]
+                cache[past_v][:, :, n] = out[value][:, :, -1]
             token = int(np.argmax(out[face.logits].reshape(-1)))
             n += 1
     return runs
@@ -277,7 +278,8 @@ def write_sharing(models: Mapping[str, Any], folder: str | os.PathLike, weights:
         for file_name, model in models.items():
             total = 0
             for tensor in model.graph.initializer:
-                raw = tensor.raw_data if tensor.HasField("raw_data") else numpy_helper.to_array(tensor).tobytes()
+                raw = (tensor.raw_data if tensor.HasField("raw_data")  # (from_array packs 4-bit types two a byte)
+                       else numpy_helper.from_array(numpy_helper.to_array(tensor)).raw_data)
                 if len(raw) < EXTERNAL_BYTES:
                     continue
                 total += len(raw)

@@ -212,16 +212,16 @@ def _check(source: Any, compiled: pathlib.Path, library: ep_libraries.EpLibrary,
 
 
 def _real_positions(outputs: Mapping[str, np.ndarray], feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """*outputs* at the positions of real tokens only (``attention_mask`` 1): the logits' rows of the window and
-    the cache's positions.  A padding position attends to nothing (a fully masked row, NaN on the CPU, replaced by
-    0 in the graph; something else on an NPU): what it holds is never read, so it is not compared."""
+    """*outputs* at the positions of real tokens only (``attention_mask`` 1, its last entries being the window's):
+    the logits' rows and the presents' slots (the whole context, or the window's only).  A padding position's
+    values are never read (the mask hides it), so they are not compared."""
     mask = np.asarray(feeds.get("attention_mask", np.zeros((1, 0))))[0].astype(bool)
     kept = {}
     for name, value in outputs.items():
         value = np.asarray(value)
-        if value.ndim == 4 and value.shape[2] == mask.size:  # (a cache: batch, heads, positions, head size)
-            value = value[:, :, mask, :]
-        elif value.ndim == 3 and value.shape[1] <= mask.size and mask.size:  # (logits: batch, window, vocabulary)
+        if value.ndim == 4 and 0 < value.shape[2] <= mask.size:  # (a present: batch, heads, slots, head size)
+            value = value[:, :, mask[mask.size - value.shape[2]:], :]
+        elif value.ndim == 3 and 0 < value.shape[1] <= mask.size:  # (logits: batch, window, vocabulary)
             value = value[:, mask[mask.size - value.shape[1]:], :]
         kept[name] = value
     return kept
