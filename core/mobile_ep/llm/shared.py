@@ -5,9 +5,9 @@ The EP compiles the graphs one after the other in ONE child process (:func:`mobi
 an EP that crashes ends the child, not the run) with onnxruntime's session config ``ep.share_ep_contexts=1``
 (``ep.stop_share_ep_contexts=1`` on the last graph) and ``ep.context_embed_mode=0``: the EP keeps one context
 across the compiles and writes every graph into the first graph's context file, which both EPContext models
-point to.  For the QNN EP the provider option ``enable_htp_weight_sharing=1`` makes the graphs of that context
-share their weights (QNN's weight sharing is done offline, here on x86-64): prefill and decode together take
-about what one graph alone takes.
+point to.  The QNN EP shares the graphs' weights in that context (QNN's HTP weight sharing, done offline, here
+on x86-64; the provider option ``enable_htp_weight_sharing=1`` is given too, though onnxruntime-qnn 2.7 wrote the
+same binary without it): prefill and decode together take about what one graph alone takes.
 
 Checked here:
 
