@@ -22,7 +22,7 @@ import mobile_ep.contract
 PUBLIC_NAMES = sorted([
     "__version__", "PLUGIN_API_VERSION", "hookimpl",
     # the command line, from Python (mobile_ep.pipeline, mobile_ep.reports.explain) and its options
-    "check", "convert", "explain", "Options",
+    "check", "convert", "explain", "build_llm", "Options",
     # the backend contract
     "Backend", "OpRule", "RuleRegistry", "RuleContext", "NodeUnit", "UnitIO", "PartitionView", "Support",
     "SUPPORTED", "DuplicateRuleError", "Layout", "MAX_OPSET", "DataType", "attr", "op_label",

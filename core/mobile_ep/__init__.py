@@ -33,6 +33,7 @@ _WHERE: dict[str, str] = {
     "check": "mobile_ep.pipeline",
     "convert": "mobile_ep.pipeline",
     "explain": "mobile_ep.reports.explain",
+    "build_llm": "mobile_ep.llm.build",
     "Options": "mobile_ep.options",
     "DataType": "onnx_ir",
     **{name: "mobile_ep.contract" for name in _CONTRACT},
@@ -46,6 +47,7 @@ __all__ = [
     "check",
     "convert",
     "explain",
+    "build_llm",
     "Options",
     # the plugin contract (mobile_ep.contract)
     "hookimpl",
@@ -106,6 +108,7 @@ if _TYPE_CHECKING:
         op_label,
     )
     from mobile_ep.errors import BackendError, MobileEpError, ModelError, UsageError, VerificationError
+    from mobile_ep.llm.build import build_llm
     from mobile_ep.options import Options
     from mobile_ep.passes import rewrites
     from mobile_ep.pipeline import check, convert

@@ -16,6 +16,7 @@ import click
 from mobile_ep import __version__
 from mobile_ep.cli import crash
 from mobile_ep.cli.group import EXIT_CODES_HELP, Group, PluginFailure
+from mobile_ep.cli.llm import llm as _llm_command
 from mobile_ep.errors import UsageError
 from mobile_ep.options import Options
 from mobile_ep.textsafe import EscapingFormatter, escape
@@ -71,6 +72,7 @@ def main(ctx: click.Context, debug: bool, verbose: int, quiet: bool, strict: boo
       mobile-ep convert model.onnx --ep nnapi -o out/  EP-aware .onnx + .ort + report.json
       mobile-ep convert --ep coreml                    convert the built-in sample CNN
       mobile-ep quantize model.onnx --ep nnapi --random 8   a QDQ model for NNAPI (smoke test)
+      mobile-ep llm decoder.onnx --ep qnn -o out/      prefill + decode graphs of a language model
       mobile-ep check model.onnx --html report.html    the graph, coloured by where each node runs
       mobile-ep check models/ --jobs 4                 every model of a folder, one summary line each
       mobile-ep explain model.onnx n14 --ep nnapi      why that node is on the CPU, and what would help
@@ -786,6 +788,8 @@ def completion(shell: str | None) -> None:
     assert cls is not None
     click.echo(cls(main, {}, "mobile-ep", "_MOBILE_EP_COMPLETE").source())
 
+
+main.add_command(_llm_command)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

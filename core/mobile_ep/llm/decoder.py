@@ -4,8 +4,9 @@ A decoder export (``torch.onnx`` through :mod:`mobile_ep.llm.torch_export`, or a
 onnxruntime-genai uses) takes ``input_ids``, ``attention_mask`` (the past and the new tokens), optionally
 ``position_ids``, and per layer a past key and value ``[batch, kv_heads, past, head_dim]``; it returns the
 logits and per layer the present key and value (the past with the new tokens appended).  Inputs and outputs are
-recognised by name: ``input_ids``, ``attention_mask``, ``position_ids``, ``logits``; a past or present name
-holds its layer number and ``key`` or ``value`` (``past_key_values.3.key``, ``past_key.3``, ``present.3.value``).
+recognised by name: ``input_ids``, ``attention_mask``, ``position_ids``; a cache input or output name holds its
+layer number and ``key`` or ``value`` (``past_key_values.3.key``, ``past_key.3``, ``present.3.value``); the
+logits are the output ``logits``, else the one output that is not a cache output.
 """
 
 from __future__ import annotations
@@ -77,8 +78,9 @@ def interface(proto: onnx.ModelProto, path: str | pathlib.Path) -> Interface:
     for needed in ("input_ids", "attention_mask"):
         if needed not in inputs:
             raise ModelError(f"{path}: not a decoder export with a KV cache: no input {needed!r} (inputs: {listed})")
-    past = [name for name in inputs if "past" in name.lower() and name != "past_sequence_length"]
-    present = [name for name in outputs if "present" in name.lower()]
+    past = [name for name in inputs if name not in ("input_ids", "attention_mask", "position_ids")
+            and _KIND.search(name.lower()) and name != "past_sequence_length"]
+    present = [name for name in outputs if _KIND.search(name.lower())]
     if not past or not present:
         raise ModelError(f"{path}: not a decoder export with a KV cache: no past_key_values.N.key/value inputs and "
                          f"present.N.key/value outputs (inputs: {listed}; outputs: {', '.join(outputs)})")

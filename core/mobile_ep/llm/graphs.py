@@ -15,6 +15,7 @@ import hashlib
 import pathlib
 from collections.abc import Mapping
 
+import numpy as np
 import onnx_ir as ir
 
 from mobile_ep import model_io
@@ -42,7 +43,34 @@ def build_graphs(path: pathlib.Path, face: Interface, context: int, prefill: int
         options = Options(shapes=graph_shapes(face, context, seq))
         graphs[name] = load.view(path, work / name, options, proto).model
         graphs[name].graph.name = f"{graphs[name].graph.name or 'decoder'}_{name}"
+        only_new_slots(graphs[name], face, context, seq)
     return graphs
+
+
+def only_new_slots(model: ir.Model, face: Interface, context: int, seq: int) -> None:
+    """Each present output cut to the new tokens' slots, ``[1, kv_heads, seq, head_dim]``: the app writes them
+    into its cache (the past slots it already holds), and the accelerator copies ``seq`` slots out, not
+    ``context``."""
+    graph = model.graph
+    outputs = {value.name: i for i, value in enumerate(graph.outputs)}
+    constants = {}
+    for key, value in face.present:
+        for name in (key, value):
+            whole = graph.outputs[outputs[name]]
+            whole.name = f"{name}.all_slots"
+            for bound, number in (("starts", context - seq), ("ends", context), ("axes", 2)):
+                if bound not in constants:
+                    tensor = ir.tensor(np.array([number], np.int64), name=f"present_slots.{bound}")
+                    constants[bound] = ir.Value(name=tensor.name, const_value=tensor, shape=ir.Shape([1]),
+                                                type=ir.TensorType(ir.DataType.INT64))
+                    graph.register_initializer(constants[bound])
+            node = ir.node("Slice", [whole, constants["starts"], constants["ends"], constants["axes"]],
+                           name=f"present_slots.{name}")
+            graph.append(node)
+            new = node.outputs[0]
+            new.name, new.dtype = name, whole.dtype
+            new.shape = ir.Shape([1, face.kv_heads, seq, face.head_dim])
+            graph.outputs[outputs[name]] = new
 
 
 @dataclasses.dataclass

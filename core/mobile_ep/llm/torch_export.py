@@ -70,12 +70,13 @@ def export_decoder(model: Any, path: str | os.PathLike, *, dynamo: bool = True, 
             *[torch.zeros(1, kv_heads, past_len, head_dim, dtype=dtype) for _ in range(2 * layers)])
     names_in, names_out = input_names(layers), output_names(layers)
     path = pathlib.Path(path)
+    wrapper = _WithCache().eval()
     with torch.no_grad():
         if dynamo:
             seq_dim, past_dim, total_dim = (torch.export.Dim(n) for n in ("seq", "past", "total"))
             shapes = {"input_ids": {1: seq_dim}, "attention_mask": {1: total_dim}, "position_ids": {1: seq_dim},
                       "past": tuple({2: past_dim} for _ in range(2 * layers))}
-            torch.onnx.export(_WithCache(), args, str(path), input_names=names_in, output_names=names_out,
+            torch.onnx.export(wrapper, args, str(path), input_names=names_in, output_names=names_out,
                               dynamic_shapes=shapes, dynamo=True, opset_version=opset or 18,
                               external_data=_needs_external(model))
         else:
@@ -83,7 +84,7 @@ def export_decoder(model: Any, path: str | os.PathLike, *, dynamo: bool = True, 
                     "logits": {1: "seq"}}
             axes.update({name: {2: "past"} for name in names_in[3:]})
             axes.update({name: {2: "total"} for name in names_out[1:]})
-            torch.onnx.export(_WithCache(), args, str(path), input_names=names_in, output_names=names_out,
+            torch.onnx.export(wrapper, args, str(path), input_names=names_in, output_names=names_out,
                               dynamic_axes=axes, dynamo=False, opset_version=opset or 17)
     return path
 
