@@ -9,17 +9,15 @@ import numpy as np
 import onnx
 import pytest
 
-pytest.importorskip("torch", reason="the llm tests export decoders with torch (tox -e llm)")
-pytest.importorskip("transformers", reason="the llm tests export transformers decoders (tox -e llm)")
 pytest.importorskip("onnxruntime_qnn", reason="the QNN compile needs onnxruntime-qnn (its HTP simulator)")
 
-from mobile_ep_qnn.compile import compare, tolerance_text  # noqa: E402
+from mobile_ep_qnn.compile import compare, tolerance_text
 
-from mobile_ep import ep_libraries  # noqa: E402
-from mobile_ep.llm import quantize, shared  # noqa: E402
-from mobile_ep.llm.decoder import interface  # noqa: E402
-from mobile_ep.llm.graphs import build_graphs, write_shared  # noqa: E402
-from mobile_ep.llm.torch_export import export_decoder  # noqa: E402
+from mobile_ep import ep_libraries
+from mobile_ep.llm import quantize, shared
+from mobile_ep.llm.decoder import interface
+from mobile_ep.llm.graphs import build_graphs, write_shared
+from mobile_ep.llm.torch_export import export_decoder
 
 CONTEXT, PREFILL = 128, 32
 OPTIONS = {"backend_type": "htp", "soc_model": "60"}

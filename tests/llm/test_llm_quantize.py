@@ -7,20 +7,16 @@ from __future__ import annotations
 import json
 import math
 
+import decoders  # (tests/llm)
 import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper
 
-pytest.importorskip("torch", reason="the llm tests export decoders with torch (tox -e llm)")
-pytest.importorskip("transformers", reason="the llm tests export transformers decoders (tox -e llm)")
-
-import decoders  # noqa: E402  (tests/llm)
-
-from mobile_ep.errors import UsageError  # noqa: E402
-from mobile_ep.llm import quantize  # noqa: E402
-from mobile_ep.llm.decoder import interface  # noqa: E402
-from mobile_ep.llm.graphs import build_graphs, write_shared  # noqa: E402
+from mobile_ep.errors import UsageError
+from mobile_ep.llm import quantize
+from mobile_ep.llm.decoder import interface
+from mobile_ep.llm.graphs import build_graphs, write_shared
 
 CONTEXT, PREFILL = 128, 32
 
