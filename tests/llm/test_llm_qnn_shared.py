@@ -14,13 +14,13 @@ pytest.importorskip("onnxruntime_qnn", reason="the QNN compile needs onnxruntime
 from mobile_ep_qnn.compile import compare, tolerance_text
 
 from mobile_ep import ep_libraries
+from mobile_ep.errors import UsageError
 from mobile_ep.llm import quantize, shared
 from mobile_ep.llm.decoder import interface
 from mobile_ep.llm.graphs import build_graphs, write_shared
 from mobile_ep.llm.torch_export import export_decoder
 
 CONTEXT, PREFILL = 128, 32
-OPTIONS = {"backend_type": "htp", "soc_model": "60"}
 #: Weights large enough that they, not each graph's own constants, make the context binary (hidden 256): the
 #: sharing is what the size ratio then measures.  Weights drawn with std 0.1 (about 1.6 / sqrt(hidden)): the
 #: greedy path is decided and fp16 does not overflow.
@@ -29,11 +29,14 @@ CONFIG = dict(vocab_size=1024, hidden_size=256, intermediate_size=1024, num_hidd
 
 
 @pytest.fixture(scope="module")
-def library():
-    found = [lib for lib in ep_libraries.installed_libraries() if lib.ep_name == "QNNExecutionProvider"]
-    if not found or not ep_libraries.probe(found[0]).usable:
-        pytest.skip("onnxruntime-qnn's QNN EP does not load here")
-    return found[0]
+def real():
+    """The qnn backend's real EP: onnxruntime-qnn's library and the provider options of the backend's defaults."""
+    from mobile_ep.contract.plugins import make_plugins
+
+    try:
+        return shared.real_ep(make_plugins().backend("qnn"))
+    except UsageError as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +55,10 @@ def graphs(tmp_path_factory):
     return paths, face, {role: runs[role].feeds[0] for role in runs}
 
 
-def _compile(paths, folder, library, feeds, precision):
+def _compile(paths, folder, real, feeds, precision):
+    library, options = real
     return shared.compile_shared_graphs({"prefill": paths["prefill"], "decode": paths["decode"]}, folder, library,
-                                        OPTIONS, feeds=feeds, compare=lambda a, b: compare(a, b, precision),
+                                        options, feeds=feeds, compare=lambda a, b: compare(a, b, precision),
                                         tolerance=tolerance_text(precision))
 
 
@@ -70,9 +74,9 @@ def _assert_shared(report, folder):
     assert report.ratio <= shared.GOAL_RATIO, report.text()
 
 
-def test_float_graphs_share_one_context_binary(graphs, library, tmp_path):
+def test_float_graphs_share_one_context_binary(graphs, real, tmp_path):
     paths, _, feeds = graphs
-    report = _compile(paths, tmp_path, library, feeds, "float32")
+    report = _compile(paths, tmp_path, real, feeds, "float32")
     _assert_shared(report, tmp_path)  # (measured: 5.10 MB for both, 5.04 MB the prefill alone: 1.01x)
     for graph in report.graphs:
         assert graph.within_tolerance, report.text()
@@ -81,16 +85,18 @@ def test_float_graphs_share_one_context_binary(graphs, library, tmp_path):
 
 
 @pytest.mark.parametrize("scheme", ["w8a16", "w4a16"])
-def test_quantized_graphs_share_one_context_binary(graphs, library, tmp_path, scheme):
+def test_quantized_graphs_share_one_context_binary(graphs, real, tmp_path, scheme):
     paths, face, feeds = graphs
     quantized = quantize.quantize_graphs(paths["prefill"], paths["decode"], tmp_path / "q",
                                          quantize.random_prompts(4, face.vocab, 24, seed=1), scheme, random=True)
-    for path in quantized.graphs.values():  # one partition; only the graph's own Q and DQ on the CPU
-        taken = ep_libraries.assignment(path, library, OPTIONS)
+    # one partition; the graph's own input Q and output DQ run on the CPU (the backend's
+    # offload_graph_io_quantization=1 hands them to it)
+    for path in quantized.graphs.values():
+        taken = ep_libraries.assignment(path, *real)
         assert len(taken.partitions) == 1
         left = {n.op_type for n in onnx.load(path, load_external_data=False).graph.node if n.name not in taken.nodes}
         assert left <= {"QuantizeLinear", "DequantizeLinear", "Constant"}
-    report = _compile(quantized.graphs, tmp_path / "ctx", library, feeds, "quantized")
+    report = _compile(quantized.graphs, tmp_path / "ctx", real, feeds, "quantized")
     # (measured: w8a16 3.34 MB for both, 3.00 MB the prefill alone: 1.11x; w4a16 2.16 / 1.92 MB: 1.13x)
     _assert_shared(report, tmp_path / "ctx")
     for graph in report.graphs:
@@ -98,14 +104,13 @@ def test_quantized_graphs_share_one_context_binary(graphs, library, tmp_path, sc
         assert graph.logits_sqnr_db > 20
 
 
-def test_the_simulator_cannot_reload_a_shared_context(graphs, library, tmp_path):
+def test_the_simulator_cannot_reload_a_shared_context(graphs, real, tmp_path):
     """The HTP simulator on x86-64 crashes loading a context that holds several graphs (onnxruntime-qnn skips
     that case on x86 in its own tests): the crash is an EpFailure of the child, not the end of the run.  When a
     release loads it, this fails and the shared binaries themselves can be run here."""
     paths, _, feeds = graphs
-    report = shared.compile_shared_graphs({"prefill": paths["prefill"], "decode": paths["decode"]}, tmp_path,
-                                          library, OPTIONS)
+    report = shared.compile_shared_graphs({"prefill": paths["prefill"], "decode": paths["decode"]}, tmp_path, *real)
     assert report.shared and all(g.max_abs_error is None for g in report.graphs)
     with pytest.raises(ep_libraries.EpFailure, match="crashed"):
-        ep_libraries.run_outputs(report.graphs[1].model, library, OPTIONS, feeds["decode"])
+        ep_libraries.run_outputs(report.graphs[1].model, *real, feeds["decode"])
     assert np.isfinite(report.ratio)

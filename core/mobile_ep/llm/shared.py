@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 
 from mobile_ep import ep_libraries
-from mobile_ep.errors import BackendError
+from mobile_ep.errors import BackendError, UsageError
 
 __all__ = ["GOAL_RATIO", "SHARING_OPTIONS", "CompiledGraph", "SharedCompileReport", "compile_shared_graphs",
-           "context_files"]
+           "context_files", "real_ep"]
 
 #: prefill + decode in one context: at most this times the largest graph's context alone.
 GOAL_RATIO = 1.15
@@ -114,6 +114,24 @@ class SharedCompileReport:
                              f"{verdict} the tolerance{f' ({self.tolerance})' if self.tolerance else ''}; logits "
                              f"SQNR {g.logits_sqnr_db:.1f} dB, top-1 agreement {g.top1:.1%}")
         return "\n".join(lines) + "\n"
+
+
+def real_ep(backend: Any) -> tuple[ep_libraries.EpLibrary, dict[str, str]]:
+    """The plugin EP library and provider options of *backend*'s real EP (``backend.real_ep()``; the qnn
+    backend: onnxruntime-qnn's QNN EP, ``backend_type`` and ``soc_model`` from its options), to compile with; a
+    one-line :class:`UsageError` when the backend names none or its library is not installed or does not load."""
+    real = backend.real_ep()
+    if real is None:
+        raise UsageError(f"{backend.name}: no ONNX Runtime plugin EP to compile context binaries with")
+    name, options = real
+    found = [lib for lib in ep_libraries.installed_libraries() if lib.ep_name == name]
+    if not found:
+        raise UsageError(f"{backend.name}: compiling needs the {name} library, which no installed package provides "
+                         f"(known: {', '.join(ep_libraries.KNOWN_PACKAGES)})")
+    probe = ep_libraries.probe(found[0])
+    if not probe.usable:
+        raise UsageError(f"{backend.name}: {probe.problem}")
+    return found[0], dict(options)
 
 
 def context_files(model: str | os.PathLike) -> tuple[list[str], list[tuple[str, str]]]:
