@@ -110,7 +110,7 @@ def test_kv_cache_has_one_scale_per_layer_across_both_graphs(w8a16, graphs):
     assert len(report.kv_ranges) == 2 * face.layers
 
 
-def test_w4a16_writes_int4_weights_per_channel_and_reports_its_cost(graphs, w8a16, tmp_path):
+def test_w4a16_writes_int4_weights_in_blocks_and_reports_its_cost(graphs, w8a16, tmp_path):
     prefill, decode, face = graphs
     prompts = quantize.random_prompts(2, face.vocab, 12, seed=2)
     report = quantize.quantize_graphs(prefill, decode, tmp_path, prompts, "w4a16", random=True, steps=3)
@@ -119,7 +119,11 @@ def test_w4a16_writes_int4_weights_per_channel_and_reports_its_cost(graphs, w8a1
     int4 = [n for n in model.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in values
             and values[n.input[0]].data_type == onnx.TensorProto.INT4]
     assert len(int4) >= 2 * 7 + 1  # (every projection and the head)
-    assert all(len(values[n.input[1]].dims) == 1 and values[n.input[1]].dims[0] > 1 for n in int4)  # per channel
+    for node in int4:  # blocks of 32 along K, per output channel: scales [K / 32, N]
+        weight, scale = values[node.input[0]].dims, values[node.input[1]].dims
+        assert {a.name: a.i for a in node.attribute} == {"axis": 0, "block_size": 32}
+        assert list(scale) == [-(-weight[0] // 32), weight[1]]
+    assert {o.version for o in model.opset_import if o.domain == ""} == {21}
     assert report.weights_bytes < w8a16[0].weights_bytes
     for accuracy in report.accuracy:  # (int4 per channel on random weights: a few dB; the report says so)
         assert np.isfinite(accuracy.sqnr_db) and 0 <= accuracy.top1 <= 1

@@ -3,8 +3,8 @@
 The HTP runs 16-bit activations with 8-bit (or 4-bit) weights fast; the QDQ form it takes is what
 ``onnxruntime.quantization.execution_providers.qnn.get_qnn_qdq_config`` writes (uint16 activations through
 ``com.microsoft`` QuantizeLinear/DequantizeLinear below opset 21; w8a16 MatMul weights int8 per tensor, as that
-helper writes them; w4a16 int4 per output channel, which the QNN EP of onnxruntime-qnn 2.7 takes too, int4 per
-tensor costing too much).  mobile-ep has no quantizer of its own; what it adds for a decoder is consistency
+helper writes them; w4a16 int4 in blocks of 32 per output channel, opset 21's blocked DequantizeLinear, which the
+QNN EP of onnxruntime-qnn 2.7 takes too, int4 per tensor costing too much).  mobile-ep has no quantizer of its own; what it adds for a decoder is consistency
 across the two graphs:
 
 - **weights**: a weight's scale and zero point come from its values only, so the same weight gets the same
@@ -59,13 +59,18 @@ class Scheme:
     about: str
     #: MatMul weights quantized per output channel (axis 1 of a [K, N] weight) rather than per tensor
     per_channel: bool = False
+    #: MatMul weights quantized in blocks of this many along K (opset 21's blocked DequantizeLinear); 0: not blocked
+    block_size: int = 0
+    #: The graphs are converted to this opset first when below it (0: as they are); blocks need 21
+    opset: int = 0
 
 
 SCHEMES: Mapping[str, Scheme] = {
     "w8a16": Scheme("w8a16", "QUInt16", "QInt8", True,
                     "uint16 activations, int8 symmetric weights per tensor (the HTP's fast 16-bit path)"),
     "w4a16": Scheme("w4a16", "QUInt16", "QInt4", True,
-                    "uint16 activations, int4 symmetric MatMul weights per output channel", per_channel=True),
+                    "uint16 activations, int4 symmetric MatMul weights in blocks of 32 along K per output channel",
+                    per_channel=True, block_size=32, opset=21),
 }
 
 
@@ -426,8 +431,30 @@ def _per_channel_weights(source: pathlib.Path, scheme: Scheme) -> dict[str, list
 
     model = onnx.load(str(source), load_external_data=False)
     weights = {t.name for t in model.graph.initializer if len(t.dims) == 2}
-    return {n.input[1]: [{"quant_type": QuantType[scheme.weights], "axis": 1, "symmetric": scheme.symmetric_weights}]
+    axis = 0 if scheme.block_size else 1  # (blocked: the axis the blocks run along)
+    return {n.input[1]: [{"quant_type": QuantType[scheme.weights], "axis": axis, "symmetric": scheme.symmetric_weights}]
             for n in model.graph.node if n.op_type == "MatMul" and n.input[1] in weights}
+
+
+def _at_opset(source: pathlib.Path, target: pathlib.Path, opset: int) -> pathlib.Path:
+    """*source* converted to *opset* by onnx's version converter (the same names: both graphs convert alike),
+    written to *target* with its weights beside it; *source* itself when it is at *opset* already."""
+    import onnx
+    from onnx import version_converter
+
+    model = onnx.load(str(source))
+    current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), opset)
+    if current >= opset:
+        return source
+    try:
+        converted = version_converter.convert_version(model, opset)
+    except Exception as exc:
+        raise ModelError(f"{source}: cannot be converted to opset {opset} for blocked weights: "
+                         f"{' '.join(str(exc).split())[:200]}") from None
+    converted.ir_version = max(converted.ir_version, 10)
+    onnx.save(converted, str(target), save_as_external_data=True, location=f"{target.name}.data",
+              size_threshold=EXTERNAL_BYTES)
+    return target
 
 
 def _quantize_one(source: pathlib.Path, target: pathlib.Path, feeds: Sequence[Mapping[str, np.ndarray]],
@@ -442,6 +469,8 @@ def _quantize_one(source: pathlib.Path, target: pathlib.Path, feeds: Sequence[Ma
     config = get_qnn_qdq_config(str(source), _Reader(feeds), activation_type=QuantType[scheme.activations],
                                 weight_type=QuantType[scheme.weights], weight_symmetric=scheme.symmetric_weights,
                                 init_overrides=overrides)
+    if scheme.block_size:
+        config.extra_options["BlockSize"] = scheme.block_size
     level = logging.getLogger().level
     logging.getLogger().setLevel(logging.ERROR)  # (the tool logs each override it cannot apply)
     try:
@@ -472,6 +501,9 @@ def quantize_graphs(prefill: str | os.PathLike, decode: str | os.PathLike, folde
     weights = weights or f"{sources['prefill'].stem}.{chosen.name}.data"
     models = {}
     with tempfile.TemporaryDirectory(prefix="mobile-ep-llmq-") as work:
+        if chosen.opset:
+            sources = {role: _at_opset(path, pathlib.Path(work) / f"{role}.opset{chosen.opset}.onnx", chosen.opset)
+                       for role, path in sources.items()}
         measured = {role: activation_ranges(sources[role], runs[role].feeds) for role in sources}
         for name in set(measured["prefill"]) & set(measured["decode"]):  # (one encoding for a tensor of both)
             both = (measured["prefill"][name], measured["decode"][name])
