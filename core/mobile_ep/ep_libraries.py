@@ -14,7 +14,8 @@ or a hang is an answer (:class:`EpFailure`), never the end of the run.
 - :class:`EpLibrary`: one library as a package provides it (:data:`KNOWN_PACKAGES`) or as a path;
 - :func:`probe`: whether it loads beside this onnxruntime, its EP names and devices, or a one-line reason;
 - :func:`assignment`: the nodes the EP takes of a model, by partition, as onnxruntime reports them;
-- :func:`compile_model`: ``onnxruntime.ModelCompiler`` writes the EPContext model of a model with the EP.
+- :func:`compile_model`: ``onnxruntime.ModelCompiler`` writes the EPContext model of a model with the EP;
+- :func:`compile_shared`: the same for several models in one child, sharing one EP context (``ep.share_ep_contexts``).
 """
 
 from __future__ import annotations

@@ -154,67 +154,54 @@ def _cpu(path: pathlib.Path) -> Any:
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
-def _run(session: Any, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, dict(feeds)), strict=True))
+class _Recording:
+    """A session that keeps every feed it is given (copied: the generation loop reuses its cache arrays) and
+    every result."""
+
+    def __init__(self, session: Any, logits: str) -> None:
+        self.session = session
+        self.feeds: list[dict[str, np.ndarray]] = []
+        self.logits: list[np.ndarray] = []
+        self._index = [o.name for o in session.get_outputs()].index(logits)
+
+    def get_outputs(self) -> Any:
+        return self.session.get_outputs()
+
+    def run(self, names: Any, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        self.feeds.append({k: np.array(v, copy=True) for k, v in feeds.items()})
+        results = self.session.run(names, dict(feeds))
+        self.logits.append(results[self._index])
+        return results
 
 
 def float_runs(prefill: str | os.PathLike, decode: str | os.PathLike, prompts: Sequence[np.ndarray],
                steps: int = 8) -> dict[str, Run]:
-    """Each prompt through the float graphs as an app runs them (``mobile-ep llm``'s generation): the prompt
-    (its first ``P`` tokens) at the start of the prefill window, padded after it, over an empty cache; its keys
-    and values kept in a cache of ``context - 1``; then *steps* greedy decode steps, each writing its token's
-    key and value into the next slot.  By graph (``"prefill"``, ``"decode"``): the feeds and the logits."""
+    """Each prompt through the float graphs by ``mobile-ep llm``'s own generation loop
+    (:mod:`mobile_ep.llm.generate`, as the app runs them): its first ``prefill`` tokens in the window, then
+    *steps* greedy decode steps.  By graph (``"prefill"``, ``"decode"``): every feed and its logits."""
+    from mobile_ep.llm.generate import _Graphs
+
     p, d = _graph(pathlib.Path(prefill)), _graph(pathlib.Path(decode))
     if p.context != d.context or p.face.past != d.face.past or d.seq != 1:
         raise ModelError(f"{d.path}: not the decode graph of {p.path} (context {d.context} vs {p.context}, "
                          "other cache names, or more than one new token)")
     face, context, window = p.face, p.context, p.seq
-    sessions = {"prefill": _cpu(p.path), "decode": _cpu(d.path)}
+    sessions = {"prefill": _Recording(_cpu(p.path), face.logits), "decode": _Recording(_cpu(d.path), face.logits)}
+    runner = _Graphs(face, context, window, sessions["prefill"], sessions["decode"])
     runs = {"prefill": Run("prefill"), "decode": Run("decode")}
-    shape = (1, face.kv_heads, context - 1, face.head_dim)
     for prompt in prompts:
         tokens = [int(t) for t in np.asarray(prompt).reshape(-1)[:window]]
-        n = len(tokens)
-        if n == 0 or (face.vocab and not 0 <= min(tokens) <= max(tokens) < face.vocab):
+        if not tokens or (face.vocab and not 0 <= min(tokens) <= max(tokens) < face.vocab):
             raise UsageError(f"a calibration prompt has token ids outside the vocabulary of {face.vocab} "
                              f"({min(tokens, default='none')}..{max(tokens, default='none')})")
-        feeds = {face.input_ids: np.array([tokens + [0] * (window - n)], np.int64),
-                 face.attention_mask: np.zeros((1, context), np.int64)}
-        feeds[face.attention_mask][0, context - window:context - window + n] = 1
-        if face.position_ids:
-            feeds[face.position_ids] = np.arange(window, dtype=np.int64)[None]
-        for key, value in face.past:
-            feeds[key] = feeds[value] = np.zeros((1, face.kv_heads, context - window, face.head_dim), face.kv_dtype)
-        out = _run(sessions["prefill"], feeds)
-        runs["prefill"].feeds.append(feeds)
-        runs["prefill"].logits.append(out[face.logits].reshape(window, -1))
-        runs["prefill"].rows.append(np.arange(n))
-        cache = {name: np.zeros(shape, face.kv_dtype) for pair in face.past for name in pair}
-        for (past_k, past_v), (key, value) in zip(face.past, face.present, strict=True):
-            # (a present holds the whole context or only the window's slots: the window's are its last)
-            cache[past_k][:, :, :n] = out[key][:, :, -window:][:, :, :n]
-            cache[past_v][:, :, :n] = out[value][:, :, -window:][:, :, :n]
-        token = int(np.argmax(out[face.logits].reshape(window, -1)[n - 1]))
-        for _ in range(steps):
-            if n >= context - 1:
-                break
-            mask = np.zeros((1, context), np.int64)
-            mask[0, :n] = 1
-            mask[0, context - 1] = 1
-            feeds = {face.input_ids: np.array([[token]], np.int64), face.attention_mask: mask,
-                     **{k: v.copy() for k, v in cache.items()}}
-            if face.position_ids:
-                feeds[face.position_ids] = np.array([[n]], np.int64)
-            out = _run(sessions["decode"], feeds)
-            runs["decode"].feeds.append(feeds)
-            runs["decode"].logits.append(out[face.logits].reshape(1, -1))
+        token = int(np.argmax(runner.start(tokens)))
+        runs["prefill"].rows.append(np.arange(len(tokens)))
+        for _ in range(min(steps, context - 1 - len(tokens))):
+            token = int(np.argmax(runner.step(token)))
             runs["decode"].rows.append(np.arange(1))
-            for (past_k, past_v), (key, value) in zip(face.past, face.present, strict=True):
-                cache[past_k][:, :, n] = out[key][:, :, -1]
-                cache[past_v][:, :, n] = out[value][:, :, -1]
-            token = int(np.argmax(out[face.logits].reshape(-1)))
-            n += 1
+    for role, session in sessions.items():
+        runs[role].feeds = session.feeds
+        runs[role].logits = [logits.reshape(-1, logits.shape[-1]) for logits in session.logits]
     return runs
 
 
