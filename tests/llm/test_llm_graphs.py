@@ -68,7 +68,8 @@ def test_cli_writes_both_graphs_over_one_weights_file(written):
         assert report["graphs"][name]["seq"] == seq and report["graphs"][name]["past"] == CONTEXT - seq
     # the weights are stored once: the decode graph's tensors are (all but the few shape-dependent) the prefill's
     assert len(offsets["decode"] & offsets["prefill"]) >= len(offsets["decode"]) - 2
-    weights = report["weights"]
+    assert report["parts"] == 1 and report["max_part_mb"] == 1024
+    (weights,) = report["weights"]
     assert (out / "weights.data").stat().st_size == weights["bytes"] < 0.6 * weights["bytes_without_sharing"]
     assert {f["path"] for f in report["files"]} >= {"prefill.onnx", "decode.onnx", "weights.data"}
     assert "prefill.onnx: seq 16, past 48" in run.stdout and "decode.onnx: seq 1, past 63" in run.stdout
@@ -86,6 +87,12 @@ def test_each_graph_is_checked_per_backend(written):
         assert graphs[name]["backends"]["coreml"]["partitions"] > coreml["partitions"]
         nnapi = graphs[name]["after_convert"]["nnapi"]
         assert nnapi["partitions"] >= 1 and nnapi["supported_nodes"] < nnapi["nodes"]  # (said as it is)
+        # the rotary tables are folded: no Cos or Sin left (NNAPI takes neither), a [context, head_dim] table each
+        model = onnx.load(out / f"{name}.onnx", load_external_data=False)
+        assert not {"Cos", "Sin"} & {n.op_type for n in model.graph.node}
+        tables = [t for t in model.graph.initializer if t.name.endswith(".table")]
+        assert len(tables) == 2 and all(list(t.dims) == [CONTEXT, 16] for t in tables)
+        assert "Cos" not in nnapi["cpu_ops"] and nnapi["partitions"] <= 3
 
 
 def test_generation_through_the_graphs_equals_the_export(written):
@@ -120,8 +127,8 @@ def test_a_changed_graph_fails_verification(tmp_path):
     path = decoder("llama")
     face = interface(model_io.validate(path), path)
     mobile_ep.build_llm(path, "qnn", context=CONTEXT, prefill=PREFILL, output=tmp_path / "o", verify=False)
-    runner = generate._Graphs(face, CONTEXT, PREFILL, generate._session(tmp_path / "o" / "prefill.onnx"),
-                              generate._session(tmp_path / "o" / "decode.onnx"))
+    runner = generate._Graphs(face, CONTEXT, PREFILL, generate._sessions(tmp_path / "o" / "prefill.onnx"),
+                              generate._sessions(tmp_path / "o" / "decode.onnx"))
     original = runner.step
 
     def shifted(token):
@@ -194,3 +201,76 @@ def test_help_teaches():
                   "mobile-ep llm decoder.onnx --ep qnn"):
         assert words in run.stdout
     assert np.all([w in _cli("--help").stdout for w in ("mobile-ep llm",)])
+
+
+def test_split_under_a_weight_budget(tmp_path):
+    """--max-part-mb: parts of whole layers, each a prefill and a decode graph over its own weights file, chained
+    by the hidden state; generation through the chain equals the export's."""
+    out = tmp_path / "o"
+    run = _cli("llm", str(decoder("llama")), "--ep", "qnn", "--context", str(CONTEXT), "--prefill", str(PREFILL),
+               "--max-part-mb", "0.2", "-o", str(out))
+    assert run.returncode == 0, run.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["parts"] == 2 and "split into 2 parts" in run.stdout
+    assert {p.name for p in out.iterdir()} >= {f"part{k}.{name}" for k in (1, 2)
+                                               for name in ("prefill.onnx", "decode.onnx", "weights.data")}
+    assert all(w["bytes"] <= 0.2 * 2**20 for w in report["weights"])
+    for graph in ("prefill", "decode"):
+        first = onnx.load(out / f"part1.{graph}.onnx", load_external_data=False)
+        second = onnx.load(out / f"part2.{graph}.onnx", load_external_data=False)
+        seq = PREFILL if graph == "prefill" else 1
+        assert [o.name for o in first.graph.output] == ["hidden_states.1", "present.0.key", "present.0.value"]
+        assert {i.name for i in second.graph.input} == {"hidden_states.1", "attention_mask", "position_ids",
+                                                        "past_key_values.1.key", "past_key_values.1.value"}
+        hidden = next(o for o in first.graph.output if o.name == "hidden_states.1")
+        assert [d.dim_value for d in hidden.type.tensor_type.shape.dim] == [1, seq, CONFIGS["llama"]["hidden_size"]]
+        assert "logits" in {o.name for o in second.graph.output} and "input_ids" not in {i.name for i in second.graph.input}
+        for part in (1, 2):
+            assert report["graphs"][f"part{part}.{graph}"]["backends"]["qnn"]["partitions"] >= 1
+    assert report["verification"]["equal"] is True
+    assert "app" not in report  # (the generated loops run one session per graph)
+
+
+def test_a_budget_below_one_layer_is_refused(tmp_path):
+    run = _cli("llm", str(decoder("llama")), "--ep", "qnn", "--context", str(CONTEXT), "--prefill", str(PREFILL),
+               "--max-part-mb", "0.05", "-o", str(tmp_path / "o"))
+    assert run.returncode == UsageError.exit_code and len(run.stderr.strip().splitlines()) == 1
+    assert "--max-part-mb 0.05" in run.stderr and "smallest part" in run.stderr
+
+
+def test_compile_for_coreml_is_emulated_and_verified(tmp_path):
+    """--compile: each graph through convert --compile on Core ML (the mask path rewritten: at most 2
+    partitions), its Core ML programs run by the emulator and compared with the graph on the CPU EP."""
+    pytest.importorskip("mobile_ep_coreml")
+    out = tmp_path / "o"
+    run = _cli("llm", str(decoder("llama")), "--ep", "coreml", "--context", str(CONTEXT), "--prefill", str(PREFILL),
+               "--compile", "--no-cost-model", "--steps", "8", "-o", str(out))
+    assert run.returncode == 0, run.stderr
+    report = json.loads((out / "report.json").read_text())
+    for name in ("prefill", "decode"):
+        compiled = report["graphs"][name]["compiled"]
+        assert compiled["folder"] == f"coreml/{name}" and compiled["verified"] is True
+        assert 1 <= compiled["compiled_partitions"] <= 2 and compiled["compiled_nodes"] >= compiled["nodes"] - 1
+        assert compiled["max_abs_error"] < 1e-3
+        assert (out / "coreml" / name / f"{name}.coreml.compiled.onnx").is_file()
+        assert f"{name}.coreml.compiled.onnx" in compiled["files"]
+    assert "compiled for coreml" in run.stdout
+    run = _cli("llm", str(decoder("llama")), "--ep", "coreml,qnn", "--compile", "-o", str(tmp_path / "p"))
+    assert run.returncode == UsageError.exit_code and "--compile takes one backend" in run.stderr
+
+
+def test_rotary_tables_hold_what_the_export_computes(tmp_path):
+    """Each table row is the export's cos/sin at that position (transformers' rotary embedding, torch)."""
+    import torch
+
+    path = decoder("qwen2", dynamo=False)
+    mobile_ep.build_llm(path, "qnn", context=CONTEXT, prefill=PREFILL, output=tmp_path / "o", verify=False)
+    model = onnx.load(tmp_path / "o" / "decode.onnx")
+    tables = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer if t.name.endswith(".table")}
+    rotary = torch_model("qwen2").model.rotary_emb
+    with torch.no_grad():
+        cos, sin = rotary(torch.zeros(1, CONTEXT, 1), torch.arange(CONTEXT)[None])
+    (cos_table,) = [t for name, t in tables.items() if "Cos" in name]
+    (sin_table,) = [t for name, t in tables.items() if "Sin" in name]
+    np.testing.assert_allclose(cos_table, cos[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(sin_table, sin[0].numpy(), atol=1e-6)

@@ -29,10 +29,19 @@ __all__ = ["llm"]
                    "the tokens must be equal.")
 @click.option("--steps", type=click.IntRange(min=1), default=32, show_default=True,
               help="Tokens generated per prompt by --verify.")
+@click.option("--max-part-mb", type=click.FloatRange(min=0, min_open=True), default=1024, show_default=True,
+              help="Split the graphs into parts of whole layers, each with at most this many MB of weights "
+                   "(what one HTP session is given; docs/llm.md), chained by hidden states.")
+@click.option("--compile", "compile_", is_flag=True,
+              help="Also run each graph through `convert --compile` for the one --ep backend (its own lowering, "
+                   "verified with its emulator): <ep>/<graph>/ in the output folder.")
+@click.option("--cost-model/--no-cost-model", default=True, show_default=True,
+              help="Judge partitions by estimated compute saved versus bytes copied (as convert does).")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json's content on stdout.")
 @click.pass_context
 def llm(ctx: click.Context, model: pathlib.Path, ep: str | None, context: int, prefill: int, output: pathlib.Path,
-        option_values: tuple[str, ...], verify: bool, steps: int, as_json: bool) -> None:
+        option_values: tuple[str, ...], verify: bool, steps: int, max_part_mb: float, compile_: bool,
+        cost_model: bool, as_json: bool) -> None:
     """Turn a decoder export with a KV cache into the fixed-shape graphs an app runs on an NPU.
 
     MODEL is an ONNX decoder with inputs input_ids, attention_mask, position_ids and
@@ -47,6 +56,8 @@ def llm(ctx: click.Context, model: pathlib.Path, ep: str | None, context: int, p
       Generate.kt     the prefill/decode loop with the KV-cache update for onnxruntime-android,
       Generate.swift  and for onnxruntime-objc, in the graphs' own input and output names
       report.json     partitions of each graph per backend, weights, verification
+    Weights over --max-part-mb split the model into parts of whole layers: partN.prefill.onnx,
+    partN.decode.onnx, partN.weights.data, the hidden states passed from part to part.
     The mask (context long) says which cache slots hold tokens; the presents hold the new tokens'
     keys and values only, which the app writes into its cache (the loops show how).
     Shapes are fixed, so onnxruntime folds the shape and mask-index arithmetic; each graph is then checked
@@ -56,19 +67,20 @@ def llm(ctx: click.Context, model: pathlib.Path, ep: str | None, context: int, p
     Examples:
       mobile-ep llm decoder.onnx --ep qnn --context 512 --prefill 128 -o out/
       mobile-ep llm decoder.onnx --ep coreml,nnapi --context 1024 --prefill 64 --json
+      mobile-ep llm decoder.onnx --ep coreml --compile -o out/
     """
     from mobile_ep import progress
     from mobile_ep.llm.build import build
     from mobile_ep.options import Options
 
     state = ctx.obj
-    options = Options.build(ep, options=option_values, strict=state.strict)
+    options = Options.build(ep, options=option_values, strict=state.strict, cost_model=cost_model)
     reporter = progress.TerminalProgress(plan=["graphs", "check_prefill", "check_decode"]
                                          + (["verify"] if verify else []) + ["app"]) \
         if progress.wants_progress(quiet=state.quiet) else None
     with progress.reporting(reporter):
         result = build(model, ep, context=context, prefill=prefill, output=output, verify=verify, steps=steps,
-                       plugins=state.plugins, options=options)
+                       max_part_mb=max_part_mb, compile=compile_, plugins=state.plugins, options=options)
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
     elif not state.quiet:
@@ -79,9 +91,12 @@ def text(result) -> str:
     """The report in a few lines: the files, each graph's partitions per backend, the verification."""
     lines = [f"{result.model}: context {result.context}, prefill {result.prefill}, {result.interface.layers} layers, "
              f"KV cache [1, {result.interface.kv_heads}, *, {result.interface.head_dim}] {result.interface.kv_dtype}"]
-    weights = result.weights
-    lines.append(f"  weights.data: {weights.bytes / 2**20:.1f} MB, {weights.tensors} tensors shared by both graphs "
-                 f"({weights.unshared_bytes / 2**20:.1f} MB if stored per graph)")
+    if len(result.weights) > 1:
+        lines.append(f"  split into {len(result.weights)} parts of at most {result.max_part_mb:g} MB of weights, "
+                     "chained by hidden states")
+    for weights in result.weights:
+        lines.append(f"  {weights.file}: {weights.bytes / 2**20:.1f} MB, {weights.tensors} tensors shared by both "
+                     f"graphs ({weights.unshared_bytes / 2**20:.1f} MB if stored per graph)")
     for graph in result.graphs.values():
         lines.append(f"  {graph.file}: seq {graph.seq}, past {graph.past}, {graph.nodes} nodes")
         for backend, report in graph.backends.items():
@@ -94,6 +109,11 @@ def text(result) -> str:
                 if left:
                     line += f" (CPU: {', '.join(left)})"
             lines.append(line)
+        if graph.compiled is not None:
+            c = graph.compiled
+            lines.append(f"    compiled for {c['backend']}: {c['compiled_nodes']}/{c['nodes']} nodes in "
+                         f"{c['compiled_partitions']} partition(s), verified within {c['max_abs_error']:.2g} "
+                         f"({c['folder']}/)")
     if result.generations:
         worst = max((max(g.logits_error, default=0.0) for g in result.generations), default=0.0)
         equal = sum(g.tokens == g.reference for g in result.generations)

@@ -78,6 +78,13 @@ def interface(proto: onnx.ModelProto, path: str | pathlib.Path) -> Interface:
     for needed in ("input_ids", "attention_mask"):
         if needed not in inputs:
             raise ModelError(f"{path}: not a decoder export with a KV cache: no input {needed!r} (inputs: {listed})")
+    fused = sorted({n.op_type for n in proto.graph.node if n.domain == "com.microsoft"
+                    and n.op_type in ("GroupQueryAttention", "MultiHeadAttention", "Attention")})
+    if fused:
+        raise ModelError(f"{path}: its attention is onnxruntime's fused com.microsoft {', '.join(fused)} (what "
+                         "onnxruntime-genai's model builder writes), which places the cache by the mask's count of tokens, "
+                         "not by its slots; no mobile backend takes it and the fixed-context graphs need "
+                         "the attention as ONNX ops: export with torch.onnx (mobile_ep.llm.torch_export, docs/llm.md)")
     past = [name for name in inputs if name not in ("input_ids", "attention_mask", "position_ids")
             and _KIND.search(name.lower()) and name != "past_sequence_length"]
     present = [name for name in outputs if _KIND.search(name.lower())]

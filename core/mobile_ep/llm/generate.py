@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +40,12 @@ class Generation:
     #: Per step: the largest absolute difference of the logits (the graphs' against the reference's, each fed
     #: the reference's previous tokens, so one differing token does not make every later step differ).
     logits_error: list[float]
+    #: The largest absolute logit of the reference over the steps (what the errors are relative to).
+    logits_scale: float = 1.0
+
+    @property
+    def relative_error(self) -> float:
+        return max(self.logits_error, default=0.0) / max(self.logits_scale, 1e-12)
 
     @property
     def agreement(self) -> float:
@@ -47,7 +54,8 @@ class Generation:
     def as_dict(self) -> dict:
         return {"prompt": self.prompt, "tokens": self.tokens, "reference": self.reference,
                 "equal": self.tokens == self.reference, "token_agreement": round(self.agreement, 4),
-                "max_logits_error": max(self.logits_error, default=0.0), "logits_error": self.logits_error}
+                "max_logits_error": max(self.logits_error, default=0.0), "logits_scale": round(self.logits_scale, 6),
+                "relative_logits_error": round(self.relative_error, 6), "logits_error": self.logits_error}
 
 
 def default_prompts(vocab: int, prefill: int, seed: int = 0) -> list[list[int]]:
@@ -70,12 +78,29 @@ def _cache(face: Interface, length: int) -> dict[str, np.ndarray]:
     return {name: np.zeros(shape, face.kv_dtype) for pair in face.past for name in pair}
 
 
-class _Graphs:
-    """The prefill and decode sessions with the cache of one generation."""
+def _chain(sessions, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """*feed* through the *sessions* of a split graph in order, each taking what it names of the feed and of the
+    earlier parts' outputs (the hidden states); every output by name."""
+    values = dict(feed)
+    for session in sessions:
+        names = [o.name for o in session.get_outputs()]
+        taken = feed if len(sessions) == 1 else {i.name: values[i.name] for i in session.get_inputs()}
+        values.update(zip(names, session.run(None, taken), strict=True))
+    return values
 
-    def __init__(self, face: Interface, context: int, prefill: int, prefill_session, decode_session) -> None:
+
+def _sessions(paths, providers=None, provider_options=None) -> list:
+    paths = [paths] if isinstance(paths, (str, pathlib.Path)) else list(paths)
+    return [_session(path, providers, provider_options) for path in paths]
+
+
+class _Graphs:
+    """The prefill and decode sessions (one per part of a split graph) with the cache of one generation."""
+
+    def __init__(self, face: Interface, context: int, prefill: int, prefill_sessions, decode_sessions) -> None:
         self.face, self.context, self.prefill = face, context, prefill
-        self.sessions = (prefill_session, decode_session)
+        self.sessions = tuple(list(s) if isinstance(s, (list, tuple)) else [s]  # (a session, or one per part)
+                              for s in (prefill_sessions, decode_sessions))
 
     def start(self, prompt: Sequence[int]) -> np.ndarray:
         face, C, P, L = self.face, self.context, self.prefill, len(prompt)
@@ -84,7 +109,7 @@ class _Graphs:
         feed[face.attention_mask][0, C - P:C - P + L] = 1
         if face.position_ids:
             feed[face.position_ids] = np.arange(P, dtype=np.int64)[None]
-        out = dict(zip([o.name for o in self.sessions[0].get_outputs()], self.sessions[0].run(None, feed), strict=True))
+        out = _chain(self.sessions[0], feed)
         self.cache = _cache(face, C - 1)
         for (past_k, past_v), (key, value) in zip(face.past, face.present, strict=True):
             self.cache[past_k][:, :, :L] = out[key][:, :, -P:][:, :, :L]  # (the last P slots: the new ones)
@@ -102,7 +127,7 @@ class _Graphs:
         feed = {face.input_ids: np.array([[token]], np.int64), face.attention_mask: mask, **self.cache}
         if face.position_ids:
             feed[face.position_ids] = np.array([[n]], np.int64)
-        out = dict(zip([o.name for o in self.sessions[1].get_outputs()], self.sessions[1].run(None, feed), strict=True))
+        out = _chain(self.sessions[1], feed)
         for (past_k, past_v), (key, value) in zip(face.past, face.present, strict=True):
             self.cache[past_k][:, :, n] = out[key][:, :, -1]
             self.cache[past_v][:, :, n] = out[value][:, :, -1]
@@ -150,9 +175,10 @@ def _greedy(runner, prompt: Sequence[int], steps: int, forced: Sequence[int] | N
 
 def greedy_graphs(face: Interface, context: int, prefill: int, prefill_path, decode_path, prompt: Sequence[int],
                   steps: int, providers=None, provider_options=None) -> list[int]:
-    """*steps* greedy tokens after *prompt* through the written graphs."""
-    runner = _Graphs(face, context, prefill, _session(prefill_path, providers, provider_options),
-                     _session(decode_path, providers, provider_options))
+    """*steps* greedy tokens after *prompt* through the written graphs (a path each, or a list of the parts'
+    paths in order)."""
+    runner = _Graphs(face, context, prefill, _sessions(prefill_path, providers, provider_options),
+                     _sessions(decode_path, providers, provider_options))
     return _greedy(runner, prompt, steps)[0]
 
 
@@ -162,18 +188,23 @@ def greedy_reference(face: Interface, export: str | pathlib.Path, prompt: Sequen
 
 
 def verify(face: Interface, context: int, prefill: int, export: str | pathlib.Path, prefill_path, decode_path,
-           prompts: Sequence[Sequence[int]], steps: int = 32, providers=None, provider_options=None
-           ) -> list[Generation]:
-    """Each prompt decoded greedily for *steps* tokens through the graphs (on *providers*, default the CPU EP)
-    and through the original export; per step the logits' largest difference under the reference's tokens."""
+           prompts: Sequence[Sequence[int]], steps: int = 32, providers=None, provider_options=None,
+           make_session: Callable[[pathlib.Path], Any] | None = None) -> list[Generation]:
+    """Each prompt decoded greedily for *steps* tokens through the graphs (on *providers*, default the CPU EP;
+    or in the sessions *make_session* makes of each graph's path, e.g. a plugin EP's) and through the original
+    export on the CPU EP; per step the logits' largest difference under the reference's tokens."""
     for prompt in prompts:
         if not 1 <= len(prompt) <= prefill:
             raise UsageError(f"a prompt of {len(prompt)} tokens does not fit the prefill window of {prefill}")
         if len(prompt) + steps > context:
             raise UsageError(f"a prompt of {len(prompt)} tokens and {steps} new ones exceed the context of {context}")
     reference = _Reference(face, _session(export))
-    graphs = _Graphs(face, context, prefill, _session(prefill_path, providers, provider_options),
-                     _session(decode_path, providers, provider_options))
+    if make_session is None:
+        graphs = _Graphs(face, context, prefill, _sessions(prefill_path, providers, provider_options),
+                         _sessions(decode_path, providers, provider_options))
+    else:
+        listed = [[p] if isinstance(p, (str, pathlib.Path)) else list(p) for p in (prefill_path, decode_path)]
+        graphs = _Graphs(face, context, prefill, *[[make_session(pathlib.Path(p)) for p in paths] for paths in listed])
     results = []
     for prompt in prompts:
         expected, expected_logits = _greedy(reference, prompt, steps)
@@ -181,5 +212,6 @@ def verify(face: Interface, context: int, prefill: int, export: str | pathlib.Pa
         forced_logits = _greedy(graphs, prompt, steps, forced=expected)[1]
         errors = [float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(forced_logits, expected_logits,
                                                                                    strict=True)]
-        results.append(Generation(list(prompt), tokens, expected, [round(e, 6) for e in errors]))
+        scale = max(float(np.max(np.abs(b))) for b in expected_logits)
+        results.append(Generation(list(prompt), tokens, expected, [round(e, 6) for e in errors], scale))
     return results

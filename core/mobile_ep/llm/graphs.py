@@ -20,6 +20,7 @@ import onnx_ir as ir
 
 from mobile_ep import model_io
 from mobile_ep.llm.decoder import Interface, graph_shapes
+from mobile_ep.llm.rotary import fold_rotary
 from mobile_ep.options import Options
 from mobile_ep.passes import load
 
@@ -36,14 +37,17 @@ INLINE_BELOW = 1024
 
 
 def build_graphs(path: pathlib.Path, face: Interface, context: int, prefill: int, work: pathlib.Path,
-                 proto=None) -> dict[str, ir.Model]:
-    """The prefill and decode graphs of the export at *path* (files under *work*, which must outlive them)."""
+                 proto=None, new_slots: bool = True) -> dict[str, ir.Model]:
+    """The prefill and decode graphs of the export at *path* (files under *work*, which must outlive them); with
+    *new_slots*, their presents cut to the new tokens' slots (:func:`only_new_slots`)."""
     graphs = {}
     for name, seq in (("prefill", prefill), ("decode", 1)):
         options = Options(shapes=graph_shapes(face, context, seq))
         graphs[name] = load.view(path, work / name, options, proto).model
         graphs[name].graph.name = f"{graphs[name].graph.name or 'decoder'}_{name}"
-        only_new_slots(graphs[name], face, context, seq)
+        fold_rotary(graphs[name], face, context, seq)
+        if new_slots:
+            only_new_slots(graphs[name], face, context, seq)
     return graphs
 
 
@@ -56,6 +60,8 @@ def only_new_slots(model: ir.Model, face: Interface, context: int, seq: int) -> 
     constants = {}
     for key, value in face.present:
         for name in (key, value):
+            if name not in outputs:
+                continue  # (a part of a split graph: another part's layer)
             whole = graph.outputs[outputs[name]]
             whole.name = f"{name}.all_slots"
             for bound, number in (("starts", context - seq), ("ends", context), ("axes", 2)):
@@ -92,11 +98,12 @@ class SharedWeights:
                 "bytes_without_sharing": self.unshared_bytes}
 
 
-def write_shared(graphs: Mapping[str, ir.Model], folder: pathlib.Path, weights: str = WEIGHTS_FILE
-                 ) -> tuple[dict[str, pathlib.Path], SharedWeights]:
-    """Write each graph to ``folder/<name>.onnx``, their initializers of :data:`INLINE_BELOW` bytes and more
-    into ``folder/<weights>``, each distinct tensor once (page-aligned)."""
+def write_shared(graphs: Mapping[str, ir.Model], folder: pathlib.Path, weights: str = WEIGHTS_FILE,
+                 prefix: str = "") -> tuple[dict[str, pathlib.Path], SharedWeights]:
+    """Write each graph to ``folder/<prefix><name>.onnx``, their initializers of :data:`INLINE_BELOW` bytes and
+    more into ``folder/<prefix><weights>``, each distinct tensor once (page-aligned)."""
     folder = pathlib.Path(folder)
+    weights = prefix + weights
     stored: dict[tuple, tuple[int, int]] = {}  # (dtype, shape, sha256) -> (offset, length)
     per_graph = {name: 0 for name in graphs}
     offset = 0
@@ -121,7 +128,7 @@ def write_shared(graphs: Mapping[str, ir.Model], folder: pathlib.Path, weights: 
                                                           name=value.name, base_dir=folder)
     paths = {}
     for name, model in graphs.items():  # (saved as they are: the external tensors stay references)
-        paths[name] = folder / f"{name}.onnx"
+        paths[name] = folder / f"{prefix}{name}.onnx"
         model_io.prepare_for_save(model)
         with model_io.atomic_path(paths[name]) as tmp:
             ir.save(model, tmp)
