@@ -388,7 +388,8 @@ def activation_ranges(path: str | os.PathLike, feeds: Sequence[Mapping[str, np.n
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     with tempfile.TemporaryDirectory(prefix="mobile-ep-llmq-") as work:
         augmented = pathlib.Path(work) / "augmented.onnx"
-        onnx.save(model, str(augmented))
+        onnx.save(model, str(augmented), save_as_external_data=True, location="augmented.data",
+                  size_threshold=EXTERNAL_BYTES)  # (a model over 2 GB cannot be one protobuf)
         session = ort.InferenceSession(str(augmented), so, providers=["CPUExecutionProvider"])
         names = [o.name for o in session.get_outputs()]
         ranges: dict[str, tuple[float, float]] = {}
