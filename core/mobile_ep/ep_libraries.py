@@ -14,7 +14,8 @@ or a hang is an answer (:class:`EpFailure`), never the end of the run.
 - :class:`EpLibrary`: one library as a package provides it (:data:`KNOWN_PACKAGES`) or as a path;
 - :func:`probe`: whether it loads beside this onnxruntime, its EP names and devices, or a one-line reason;
 - :func:`assignment`: the nodes the EP takes of a model, by partition, as onnxruntime reports them;
-- :func:`compile_model`: ``onnxruntime.ModelCompiler`` writes the EPContext model of a model with the EP.
+- :func:`compile_model`: ``onnxruntime.ModelCompiler`` writes the EPContext model of a model with the EP;
+- :func:`compile_shared`: the same for several models in one child, sharing one EP context (``ep.share_ep_contexts``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 __all__ = ["KNOWN_PACKAGES", "DEFAULT_PROVIDER_OPTIONS", "EpLibrary", "EpProbe", "EpFailure", "Assignment", "installed_libraries", "probe",
-           "assignment", "compile_model", "run_outputs", "node_names", "ep_names", "diagnostics"]
+           "assignment", "compile_model", "compile_shared", "run_outputs", "node_names", "ep_names", "diagnostics"]
 
 #: Packages known to provide a plugin EP library: distribution name -> (module, library-path function,
 #: the EP names the library registers).
@@ -270,7 +271,7 @@ _SIGNALS = {-11: "SIGSEGV", -6: "SIGABRT", -7: "SIGBUS", -4: "SIGILL", -8: "SIGF
 def _child(request: dict, seconds: float) -> dict:
     """Run *request* in ``python -m mobile_ep.ep_libraries``; its JSON answer, or :class:`EpFailure`."""
     what = {"probe": "loading the library", "names": "loading the library", "assign": "creating a session", "compile": "compiling",
-            "run": "running the model"}[request["do"]]
+            "run": "running the model", "compile_shared": "compiling graphs that share weights"}[request["do"]]
     try:
         proc = subprocess.run([sys.executable, "-m", "mobile_ep.ep_libraries"], input=json.dumps(request),
                               capture_output=True, text=True, timeout=seconds,
@@ -355,6 +356,8 @@ def _serve(request: dict) -> dict:
         names = [o.name for o in session.get_outputs()]
         np.savez(request["outputs"], **dict(zip(names, session.run(names, feeds), strict=True)))
         return {"outputs": names}
+    if request["do"] == "compile_shared":
+        return _compile_shared(request)
     raise ValueError(f"unknown request {request['do']!r}")
 
 
@@ -373,6 +376,42 @@ def _main() -> None:  # pragma: no cover - runs in the child
         answer = {"error": _one_line(exc)}
     sys.stdout.write("\n" + json.dumps(answer) + "\n")
     sys.stdout.flush()
+
+
+def compile_shared(models: Iterable[tuple[str | os.PathLike, str | os.PathLike]], library: EpLibrary,
+                   options: Mapping[str, str]) -> list[bool]:
+    """Have the EP compile each (model, target) pair, in order and in ONE child process, into EPContext models
+    (``embed_mode=0``) whose contexts it may share: onnxruntime's session config ``ep.share_ep_contexts=1`` on
+    every compile and ``ep.stop_share_ep_contexts=1`` on the last (the EP keeps one context across the
+    sessions, and writes the graphs' binaries into the first one's context file); EP-specific options that make
+    the context share weights go in *options* (QNN: ``enable_htp_weight_sharing=1``).  For each pair, whether a
+    file was written (False: the EP took nothing of that model)."""
+    pairs = [[str(m), str(t)] for m, t in models]
+    answer = _child({"do": "compile_shared", "ep": library.ep_name, "library": library.library_path(),
+                     "options": dict(options), "models": pairs}, SESSION_SECONDS)
+    return [bool(w) for w in answer["written"]]
+
+
+def _compile_shared(request: dict) -> dict:  # pragma: no cover - runs in the child
+    import onnxruntime as ort
+
+    written = []
+    pairs = request["models"]
+    for index, (model, target) in enumerate(pairs):
+        so, _ = _session_options(request)
+        so.add_session_config_entry("ep.context_embed_mode", "0")
+        so.add_session_config_entry("ep.share_ep_contexts", "1")
+        if index == len(pairs) - 1:
+            so.add_session_config_entry("ep.stop_share_ep_contexts", "1")
+        pathlib.Path(target).unlink(missing_ok=True)
+        compiler = ort.ModelCompiler(so, model, embed_compiled_data_into_model=False)
+        try:
+            compiler.compile_to_file(target)
+        except Exception as exc:
+            if "no nodes" not in str(exc).lower() and "not compiled" not in str(exc).lower():
+                raise
+        written.append(pathlib.Path(target).exists())
+    return {"written": written}
 
 
 if __name__ == "__main__":  # pragma: no cover
