@@ -33,15 +33,24 @@ __all__ = ["llm"]
               help="Split the graphs into parts of whole layers, each with at most this many MB of weights "
                    "(what one HTP session is given; docs/llm.md), chained by hidden states.")
 @click.option("--compile", "compile_", is_flag=True,
-              help="Also run each graph through `convert --compile` for the one --ep backend (its own lowering, "
-                   "verified with its emulator): <ep>/<graph>/ in the output folder.")
+              help="Compile the graphs for the one --ep backend. qnn (with onnxruntime-qnn): both graphs into "
+                   "EPContext models sharing one context binary, in <ep>/ (each graph also compiled alone and run on "
+                   "the HTP simulator); others: each graph through `convert --compile`, in <ep>/<graph>/.")
+@click.option("--quantize", type=click.Choice(["w8a16", "w4a16"]),
+              help="Also write the graphs quantized (16-bit activations; 8-bit weights, or 4-bit in blocks of 32), "
+                   "which are then checked and compiled; needs --calibration or --random.")
+@click.option("--calibration", type=click.Path(path_type=pathlib.Path), metavar="FOLDER",
+              help="Calibration prompts for --quantize: token-id files (.npy, .json or .txt), one prompt each.")
+@click.option("--random", "random_prompts", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Calibrate --quantize on N random prompts instead: a smoke test, not an accuracy measure.")
 @click.option("--cost-model/--no-cost-model", default=True, show_default=True,
               help="Judge partitions by estimated compute saved versus bytes copied (as convert does).")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json's content on stdout.")
 @click.pass_context
 def llm(ctx: click.Context, model: pathlib.Path, ep: str | None, context: int, prefill: int, output: pathlib.Path,
         option_values: tuple[str, ...], verify: bool, steps: int, max_part_mb: float, compile_: bool,
-        cost_model: bool, as_json: bool) -> None:
+        quantize: str | None, calibration: pathlib.Path | None, random_prompts: int | None, cost_model: bool,
+        as_json: bool) -> None:
     """Turn a decoder export with a KV cache into the fixed-shape graphs an app runs on an NPU.
 
     MODEL is an ONNX decoder with inputs input_ids, attention_mask, position_ids and
@@ -68,6 +77,7 @@ def llm(ctx: click.Context, model: pathlib.Path, ep: str | None, context: int, p
       mobile-ep llm decoder.onnx --ep qnn --context 512 --prefill 128 -o out/
       mobile-ep llm decoder.onnx --ep coreml,nnapi --context 1024 --prefill 64 --json
       mobile-ep llm decoder.onnx --ep coreml --compile -o out/
+      mobile-ep llm decoder.onnx --ep qnn --quantize w8a16 --calibration prompts/ --compile -o out/
     """
     from mobile_ep import progress
     from mobile_ep.llm.build import build
@@ -80,7 +90,8 @@ def llm(ctx: click.Context, model: pathlib.Path, ep: str | None, context: int, p
         if progress.wants_progress(quiet=state.quiet) else None
     with progress.reporting(reporter):
         result = build(model, ep, context=context, prefill=prefill, output=output, verify=verify, steps=steps,
-                       max_part_mb=max_part_mb, compile=compile_, plugins=state.plugins, options=options)
+                       max_part_mb=max_part_mb, compile=compile_, quantize=quantize, calibration=calibration,
+                       random_prompts=random_prompts or 0, plugins=state.plugins, options=options)
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
     elif not state.quiet:
@@ -113,7 +124,11 @@ def text(result) -> str:
             c = graph.compiled
             lines.append(f"    compiled for {c['backend']}: {c['compiled_nodes']}/{c['nodes']} nodes in "
                          f"{c['compiled_partitions']} partition(s), verified within {c['max_abs_error']:.2g} "
-                         f"({c['folder']}/)")
+                         + (f"({c['folder']}/)" if c["folder"] else "(compiled alone, to run it here)"))
+    if result.quantized is not None:
+        lines.extend("  " + line for line in result.quantized.text().splitlines())
+    for shared in result.shared:
+        lines.extend("  " + line for line in shared.text().splitlines())
     if result.generations:
         worst = max((max(g.logits_error, default=0.0) for g in result.generations), default=0.0)
         equal = sum(g.tokens == g.reference for g in result.generations)

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from mobile_ep import sessions
 from mobile_ep.errors import UsageError
 from mobile_ep.llm.decoder import Interface
 
@@ -69,8 +70,9 @@ def _session(path, providers=None, provider_options=None):
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    return ort.InferenceSession(str(path), options, providers=providers or ["CPUExecutionProvider"],
-                                provider_options=provider_options)
+    names = list(providers or ["CPUExecutionProvider"])
+    chosen = [(n, dict(o)) for n, o in zip(names, provider_options, strict=True)] if provider_options else names
+    return sessions.open_session(path, options, providers=chosen)
 
 
 def _cache(face: Interface, length: int) -> dict[str, np.ndarray]:

@@ -1,10 +1,11 @@
 """Quantization of a decoder's prefill and decode graphs for the NPU: w8a16 and w4a16 QDQ, by ``onnxruntime.quantization``.
 
 The HTP runs 16-bit activations with 8-bit (or 4-bit) weights fast; the QDQ form it takes is what
-``onnxruntime.quantization.execution_providers.qnn.get_qnn_qdq_config`` writes (uint16 activations through
-``com.microsoft`` QuantizeLinear/DequantizeLinear below opset 21; w8a16 MatMul weights int8 per tensor, as that
-helper writes them; w4a16 int4 in blocks of 32 per output channel, opset 21's blocked DequantizeLinear, which the
-QNN EP of onnxruntime-qnn 2.7 takes too, int4 per tensor costing too much).  mobile-ep has no quantizer of its own; what it adds for a decoder is consistency
+``onnxruntime.quantization.execution_providers.qnn.get_qnn_qdq_config`` writes, on the graphs converted to opset 21
+first, so that uint16 activations go through the standard QuantizeLinear/DequantizeLinear (below 21 the quantizer
+writes ``com.microsoft`` ones, which the qnn backend's rules do not know yet); w8a16 MatMul weights int8 per tensor,
+as that helper writes them; w4a16 int4 in blocks of 32 per output channel, opset 21's blocked DequantizeLinear,
+which the QNN EP of onnxruntime-qnn 2.7 takes too, int4 per tensor costing too much).  mobile-ep has no quantizer of its own; what it adds for a decoder is consistency
 across the two graphs:
 
 - **weights**: a weight's scale and zero point come from its values only, so the same weight gets the same
@@ -40,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from mobile_ep import sessions
 from mobile_ep.errors import ModelError, UsageError
 from mobile_ep.llm.decoder import Interface, interface
 
@@ -67,7 +69,7 @@ class Scheme:
 
 SCHEMES: Mapping[str, Scheme] = {
     "w8a16": Scheme("w8a16", "QUInt16", "QInt8", True,
-                    "uint16 activations, int8 symmetric weights per tensor (the HTP's fast 16-bit path)"),
+                    "uint16 activations, int8 symmetric weights per tensor (the HTP's fast 16-bit path)", opset=21),
     "w4a16": Scheme("w4a16", "QUInt16", "QInt4", True,
                     "uint16 activations, int4 symmetric MatMul weights in blocks of 32 along K per output channel",
                     per_channel=True, block_size=32, opset=21),
@@ -151,7 +153,7 @@ def _cpu(path: pathlib.Path) -> Any:
 
     so = ort.SessionOptions()
     so.log_severity_level = 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    return sessions.open_session(path, so)
 
 
 class _Recording:
@@ -390,7 +392,7 @@ def activation_ranges(path: str | os.PathLike, feeds: Sequence[Mapping[str, np.n
         augmented = pathlib.Path(work) / "augmented.onnx"
         onnx.save(model, str(augmented), save_as_external_data=True, location="augmented.data",
                   size_threshold=EXTERNAL_BYTES)  # (a model over 2 GB cannot be one protobuf)
-        session = ort.InferenceSession(str(augmented), so, providers=["CPUExecutionProvider"])
+        session = sessions.open_session(augmented, so)
         names = [o.name for o in session.get_outputs()]
         ranges: dict[str, tuple[float, float]] = {}
         for feed in feeds:

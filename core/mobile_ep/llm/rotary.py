@@ -15,6 +15,7 @@ import numpy as np
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass
 
+from mobile_ep import sessions
 from mobile_ep.llm.decoder import Interface
 
 __all__ = ["fold_rotary"]
@@ -66,7 +67,7 @@ def _table(model: ir.Model, nodes: list[ir.Node], value: ir.Value, positions: st
     proto.ir_version = min(proto.ir_version, 10)
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    session = ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = sessions.open_session(proto.SerializeToString(), options)
     count = -(-context // seq)
     ids = np.arange(count * seq, dtype=np.int64)
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from mobile_ep import ep_libraries
+from mobile_ep import ep_libraries, sessions
 from mobile_ep.errors import BackendError, UsageError
 
 __all__ = ["GOAL_RATIO", "SHARING_OPTIONS", "CompiledGraph", "SharedCompileReport", "compile_shared_graphs",
@@ -213,7 +213,7 @@ def _check(source: Any, compiled: pathlib.Path, library: ep_libraries.EpLibrary,
 
     so = ort.SessionOptions()
     so.log_severity_level = 3
-    session = ort.InferenceSession(str(source), so, providers=["CPUExecutionProvider"])
+    session = sessions.open_session(source, so)
     names = [o.name for o in session.get_outputs()]
     reference = dict(zip(names, session.run(names, dict(feeds)), strict=True))
     try:
