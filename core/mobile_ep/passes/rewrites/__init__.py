@@ -15,14 +15,14 @@ import onnx_ir as ir
 
 from mobile_ep.contract import RuleContext, Support, attr
 from mobile_ep.contract.rewrite import Builder, Rewrite, broadcast_shapes, float_input
-from mobile_ep.passes._rewrites_attention import (
+from mobile_ep.passes.rewrites.attention import (
     BoolMaskToFloat,
     BoolMoveViaFloat,
     GatherInt32Indices,
     SoftmaxIsNaN,
     SoftmaxNanGuard,
 )
-from mobile_ep.passes._rewrites_math import (
+from mobile_ep.passes.rewrites.math import (
     EmptyInputDrop,
     ErfApproximation,
     Rank5BinaryMerge,
@@ -30,8 +30,8 @@ from mobile_ep.passes._rewrites_math import (
     Rank5HeadSplit,
     Rank5TransposeMerge,
 )
-from mobile_ep.passes._rewrites_rnn import GRUToSteps, LSTMToSteps
-from mobile_ep.passes._rewrites_spatial import (
+from mobile_ep.passes.rewrites.rnn import GRUToSteps, LSTMToSteps
+from mobile_ep.passes.rewrites.spatial import (
     ConvTo2D,
     ConvTransposeToConv,
     ConvTransposeToDepthToSpace,
