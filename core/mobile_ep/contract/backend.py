@@ -159,6 +159,15 @@ class Backend:
         and the EP disagree.  ``None`` (the default): no such EP."""
         return None
 
+    def compile_with_ep(self, source: Any, target: Any, workdir: Any, options: Any = None) -> Any:
+        """``convert --compile`` by the backend's own execution provider: write the EPContext model *target*
+        (and its context files) from the written model *source* (work files in *workdir*; *options*: the run's
+        :class:`mobile_ep.options.Options`), check it, and return its
+        :class:`~mobile_ep.contract.compile.CompileResult`.  ``None`` (the default): the EP writes nothing of
+        its own, and ``--compile`` uses the backend's compile/emulate/runtime_adapter
+        (:mod:`mobile_ep.contract.compile`)."""
+        return None
+
     def describe_options(self) -> list[tuple[str, str, str]]:
         """(name, default, help) for each option."""
         result = []
