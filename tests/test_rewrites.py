@@ -460,15 +460,20 @@ def test_builder_attributes_are_what_onnx_ir_makes_of_the_value(value):
     same error, as ir.convenience.convert_attribute."""
     import onnx_ir as ir
 
-    from mobile_ep.contract.rewrite import _attribute
+    from mobile_ep.contract.rewrite import Builder
+
+    def made_by_builder():
+        builder = Builder(ir.Node("", "Relu", [], name="n"), "test")
+        builder.op("Relu", [], shape=None, dtype=None, k=value)
+        return builder.nodes[0].attributes["k"]
 
     try:
         expected = ir.convenience.convert_attribute("k", value)
     except TypeError as exc:
         with pytest.raises(TypeError, match="Unsupported attribute type"):
-            _attribute("k", value)
+            made_by_builder()
         assert "Unsupported attribute type" in str(exc)
         return
-    made = _attribute("k", value)
+    made = made_by_builder()
     assert (type(made), made.name, made.type) == (type(expected), expected.name, expected.type)
     assert made.value == expected.value and type(made.value) is type(expected.value)
