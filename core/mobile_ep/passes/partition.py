@@ -47,13 +47,23 @@ def isolate_faults(strict: bool) -> Callable[[Backend, NodeUnit, Exception], Sup
     return on_error
 
 
-class PartitionPass(ir.passes.InPlacePass):
+class PartitionPass(ir.passes.PassBase):
     """Propose *backend*'s partitions of the model and judge them; the results stay on the pass.
 
-    After a run: ``proposal`` (the backend's :class:`BackendProposal`), ``nodes`` (the graph's nodes in
-    topological order) and ``costs`` (one :class:`PartitionCost` per partition, ``kept`` or not and why).
-    With *options* None, the cost model judges but drops nothing a user did not ask for.
+    An analysis: it changes nothing (onnx_ir's side-effect-only pass: ``in_place``, not ``changes_input``),
+    so a pass manager hands the model on as it was.  After a run: ``proposal`` (the backend's
+    :class:`BackendProposal`), ``nodes`` (the graph's nodes in topological order) and ``costs`` (one
+    :class:`PartitionCost` per partition, ``kept`` or not and why).  With *options* None, the cost model judges
+    but drops nothing a user did not ask for.
     """
+
+    @property
+    def in_place(self) -> bool:
+        return True
+
+    @property
+    def changes_input(self) -> bool:
+        return False
 
     def __init__(self, backend: Backend, options: Options | None = None) -> None:
         super().__init__()
