@@ -37,8 +37,11 @@ def partition_written(path: pathlib.Path, backend: Backend, work: pathlib.Path, 
     its partitions judged as *strict* (the run's :class:`Options`, or only whether a backend's failure is an
     error) asks: the cost model, ``max_partitions``, ``min_nodes``."""
     work.mkdir(parents=True, exist_ok=True)
-    model = fold_constants.load_optimized(fold_constants.ort_optimized(path, work, inspected=True,  # (our own file)
-                                                                       backends=[backend]))
+    optimized = fold_constants.ort_optimized(path, work, inspected=True, backends=[backend])  # (our own file)
+    # (read once per command while unchanged: an option variant's conversion may have written the same file;
+    # the partition below is an analysis, the model is not changed)
+    model = sessions.derived(("written", sessions.file_stamp(optimized)), [optimized],
+                             lambda: fold_constants.load_optimized(optimized))
     partition = PartitionPass(backend, strict if isinstance(strict, Options) else Options(strict=strict))
     partition(model)
     return partition, model

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import onnx_ir as ir
 
@@ -65,17 +66,18 @@ class PartitionPass(ir.passes.PassBase):
     def changes_input(self) -> bool:
         return False
 
-    def __init__(self, backend: Backend, options: Options | None = None) -> None:
+    def __init__(self, backend: Backend, options: Options | None = None, *, index: Any = None) -> None:
         super().__init__()
         self.backend = backend
         self.options = options or Options()
+        self.index = index  # (graph_index of the model it runs on, shared by passes over one unchanged model)
         self.proposal: BackendProposal | None = None
         self.nodes: list[ir.Node] = []
         self.costs: list[PartitionCost] = []
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         options = self.options
-        found = propose(model, [self.backend], on_error=isolate_faults(options.strict))
+        found = propose(model, [self.backend], on_error=isolate_faults(options.strict), index=self.index)
         self.proposal = found.per_backend[self.backend.name]
         self.nodes = found.nodes
         self.costs = select_partitions(self.proposal.partitions, RuleContext(model, self.backend),
