@@ -29,6 +29,7 @@ __all__ = [
     "NoOptions",
     "RegisterBackend",
     "parse_options",
+    "check_option_types",
     "format_option",
 ]
 
@@ -212,6 +213,21 @@ def parse_options(options_type: type, values: Mapping[str, str], *, current: Any
         return dataclasses.replace(current, **changes)
     except (ValueError, TypeError) as exc:
         raise UsageError(f"{backend}: {exc}") from None
+
+
+def check_option_types(options: Any) -> None:
+    """Refuse, with a ``ValueError`` naming the field, a value of an options dataclass that is not one of its
+    ``Literal`` choices, or not a bool for a ``bool`` field (for ``__post_init__``: options built in Python,
+    not parsed from strings by :func:`parse_options`, are checked too)."""
+    hints = typing.get_type_hints(type(options))
+    for field in dataclasses.fields(options):
+        hint, value = hints[field.name], getattr(options, field.name)
+        if typing.get_origin(hint) is Literal:
+            choices = typing.get_args(hint)
+            if value not in choices:
+                raise ValueError(f"{field.name}={value!r}: expected one of {', '.join(map(str, choices))}")
+        elif hint is bool and not isinstance(value, bool):
+            raise ValueError(f"{field.name}={value!r}: expected true or false")
 
 
 def _convert_option(hint: Any, raw: str) -> Any:

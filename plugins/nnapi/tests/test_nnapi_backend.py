@@ -49,6 +49,17 @@ def test_api_level_out_of_range_is_rejected(api):
         NnapiOptions(api_level=api)
 
 
+@pytest.mark.parametrize(("field", "value", "expected"), [
+    ("preference", "fast", "preference='fast': expected one of fast_single_answer, sustained_speed, low_power"),
+    ("compile_ops", "all", "compile_ops='all': expected one of ort, extended"),
+    ("use_fp16", 1, "use_fp16=1: expected true or false"),
+])
+def test_options_built_in_python_are_checked_like_parsed_ones(field, value, expected):
+    with pytest.raises(ValueError) as raised:
+        NnapiOptions(**{field: value})
+    assert str(raised.value) == expected
+
+
 def test_both_cpu_flags_are_rejected_like_ort():
     with pytest.raises(ValueError, match="cpu_disabled and cpu_only cannot both be set"):
         NnapiOptions(cpu_disabled=True, cpu_only=True)
