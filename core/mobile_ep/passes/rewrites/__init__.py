@@ -577,12 +577,9 @@ class MatMulToFlatMatMul(Rewrite):
         assert a_shape is not None and b_shape is not None
         dtype = ctx.dtype(node.inputs[0])
         rows = int(np.prod(a_shape[:-1], dtype=np.int64))
-        flat = b.op("Reshape", [node.inputs[0], b.const(np.array([rows, a_shape[-1]], np.int64), "shape")],
-                    shape=(rows, a_shape[-1]), dtype=dtype)
+        flat = b.reshape(node.inputs[0], (rows, a_shape[-1]), dtype)
         product = b.op("MatMul", [flat, node.inputs[1]], shape=(rows, b_shape[1]), dtype=dtype)
-        out_shape = (*a_shape[:-1], b_shape[1])
-        return [b.op("Reshape", [product, b.const(np.array(out_shape, np.int64), "shape")], shape=out_shape,
-                     dtype=dtype)]
+        return [b.reshape(product, (*a_shape[:-1], b_shape[1]), dtype)]
 
 
 class InstanceNormToPrimitives(Rewrite):
