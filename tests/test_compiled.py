@@ -231,6 +231,24 @@ def test_convert_compile_writes_and_verifies_everything(tmp_path):
     assert written["compiled"]["compiled_nodes"] == 4 and len(written["compiled"]["partitions"]) == 2
 
 
+class _EpCompilesSometimes(ToyCompiler):
+    """A compiling backend whose EP writes its own artifact only for models named ``ep_*``: for the others its
+    ``compile_with_ep`` answers None, the contract's default, and ``--compile`` is the backend's own."""
+
+    def compile_with_ep(self, source, target, workdir, options=None):
+        return None if not source.name.startswith("ep_") else super().compile_with_ep(source, target, workdir, options)
+
+
+def test_compile_with_ep_answering_none_leaves_compiling_to_the_backend(tmp_path):
+    assert mobile_ep.Backend.compile_with_ep(ToyCompiler(), None, None, None) is None  # (declared: the default)
+    plugins = make_plugins(entry_points=False)
+    plugins.register(ToyPlugin(_EpCompilesSometimes()), name="toycc-plugin")
+    report = api.convert(_model(tmp_path / "m.onnx"), "toycc", tmp_path / "out", plugins=plugins, compile=True,
+                         options=Options(cost_model=False))
+    assert pathlib.Path(report.outputs["compiled"]) == tmp_path / "out" / "m.toycc.compiled.onnx"
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["compiled"]["compiled_nodes"] == 4
+
+
 def test_cli_compile_needs_a_compiling_backend(tmp_path):
     from click.testing import CliRunner
 

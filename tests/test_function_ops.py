@@ -70,14 +70,14 @@ def _run(path, x, level=ort.GraphOptimizationLevel.ORT_ENABLE_BASIC):
 
 def test_function_nodes_a_backend_takes_stay_whole(tmp_path):
     path = _save(_group_norm_model(), tmp_path)
-    whole, _ = load.as_ort_sees_it(path, tmp_path / "whole", backends=[WholeBackend()])
-    assert _ops(whole) == ["Conv", "GroupNormalization", "HardSwish", "Relu"]
-    assert sorted(whole.meta[load.KEPT_WHOLE]) == ["g", "h"]
+    whole = load.view(path, tmp_path / "whole", backends=[WholeBackend()])
+    assert _ops(whole.model) == ["Conv", "GroupNormalization", "HardSwish", "Relu"]
+    assert sorted(whole.whole.kept) == ["g", "h"]
     # no backend, or one that takes neither: onnxruntime inlines both, as it does with such EPs
     for backends in ([], [ToyBackend()]):
-        inlined, _ = load.as_ort_sees_it(path, tmp_path / f"inlined{len(backends)}", backends=backends)
-        assert "GroupNormalization" not in _ops(inlined) and "HardSwish" not in _ops(inlined)
-        assert {"ReduceMean", "HardSigmoid"} <= set(_ops(inlined)) and not inlined.meta[load.KEPT_WHOLE]
+        inlined = load.view(path, tmp_path / f"inlined{len(backends)}", backends=backends)
+        assert "GroupNormalization" not in _ops(inlined.model) and "HardSwish" not in _ops(inlined.model)
+        assert {"ReduceMean", "HardSigmoid"} <= set(_ops(inlined.model)) and not inlined.whole.kept
 
 
 def test_a_kept_nodes_outputs_have_the_shapes_onnxruntime_knows(tmp_path):
@@ -103,10 +103,10 @@ def test_only_the_nodes_some_backend_takes_stay_whole(tmp_path):
             return mobile_ep.RuleRegistry([ToyRule(), GroupNormOnly()])
 
     path = _save(_group_norm_model(), tmp_path)
-    model, _ = load.as_ort_sees_it(path, tmp_path / "w", backends=[Picky()])
-    ops = _ops(model)
+    seen = load.view(path, tmp_path / "w", backends=[Picky()])
+    ops = _ops(seen.model)
     assert "GroupNormalization" in ops and "HardSwish" not in ops and "HardSigmoid" in ops
-    assert model.meta[load.KEPT_WHOLE] == ["g"]
+    assert seen.whole.kept == ["g"]
 
 
 def test_a_function_op_folded_into_a_constant_is_not_brought_back(tmp_path):
@@ -117,8 +117,8 @@ def test_a_function_op_folded_into_a_constant_is_not_brought_back(tmp_path):
                               [const("start", np.float32(0)), const("limit", np.float32(4)),
                                const("delta", np.float32(1))])
     path = _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), tmp_path)
-    model, _ = load.as_ort_sees_it(path, tmp_path / "w", backends=[WholeBackend()])
-    assert _ops(model) == ["Add"] and not model.meta[load.KEPT_WHOLE]
+    seen = load.view(path, tmp_path / "w", backends=[WholeBackend()])
+    assert _ops(seen.model) == ["Add"] and not seen.whole.kept
 
 
 def test_values_after_a_kept_node_keep_the_shapes_folding_gives_them(tmp_path):
@@ -136,9 +136,9 @@ def test_values_after_a_kept_node_keep_the_shapes_folding_gives_them(tmp_path):
     graph = helper.make_graph(nodes, "g", [tensor("x", [1, 4, 6])], [tensor("y", [1, 4, 8])],
                               [const("two", np.array([2], np.int64))])
     path = _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), tmp_path)
-    model, _ = load.as_ort_sees_it(path, tmp_path / "w", backends=[WholeBackend()])
-    assert _ops(model) == ["CastLike", "Concat", "Mul"]
-    assert model.meta[load.KEPT_WHOLE] == ["pad"]
+    seen = load.view(path, tmp_path / "w", backends=[WholeBackend()])
+    assert _ops(seen.model) == ["CastLike", "Concat", "Mul"]
+    assert seen.whole.kept == ["pad"]
 
 
 def test_external_weights_and_a_newer_ir_version(tmp_path):

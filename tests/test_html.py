@@ -86,9 +86,9 @@ def test_layout_survives_a_cycle():
 
 
 def test_place_is_least_squares_under_the_gap():
-    assert html._place([0, 0, 0]) == [-1, 0, 1]
-    assert html._place([0, 5]) == [0, 5]
-    assert html._place([3, 0]) == pytest.approx([1, 2])
+    assert html.place([0, 0, 0]) == [-1, 0, 1]
+    assert html.place([0, 5]) == [0, 5]
+    assert html.place([3, 0]) == pytest.approx([1, 2])
 
 
 def test_layout_of_10000_items_is_still_layered():

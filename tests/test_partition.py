@@ -253,3 +253,18 @@ def test_the_first_backends_own_proposal_is_its_part_of_the_joint_one(tmp_path):
                            propose(model, list(order), answers=answers))
     other_model = as_model(chain_with_gap())  # (an index of another graph is not taken)
     assert _same_proposal(propose(other_model, [toy], index=graph_index(models[0])), propose(other_model, [toy])) is None
+
+
+def test_the_partition_pass_is_an_analysis_a_pass_manager_passes_the_model_through():
+    import onnx_ir as ir
+
+    from mobile_ep.passes.partition import PartitionPass
+
+    model = as_model(chain_with_gap())
+    before = [(n.name, n.op_type) for n in model.graph]
+    partition = PartitionPass(ToyBackend())
+    assert (partition.in_place, partition.changes_input, partition.destructive) == (True, False, False)
+    result = ir.passes.PassManager([partition])(model)
+    assert result.model is model and not result.modified
+    assert [(n.name, n.op_type) for n in model.graph] == before
+    assert partition.proposal is not None and partition.proposal.partitions

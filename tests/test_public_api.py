@@ -26,6 +26,8 @@ PUBLIC_NAMES = sorted([
     # the backend contract
     "Backend", "OpRule", "RuleRegistry", "RuleContext", "NodeUnit", "UnitIO", "PartitionView", "Support",
     "SUPPORTED", "DuplicateRuleError", "Layout", "MAX_OPSET", "DataType", "attr", "op_label",
+    # rule texts and option checks (contract.rules, contract.backend)
+    "shape_text", "doc_summary", "check_option_types",
     # legalizing rewrites a backend asks for (Backend.rewrites)
     "Rewrite", "Builder", "rewrites",
     # the compile contract (mobile_ep.contract.compile)
@@ -39,9 +41,9 @@ CONTRACT_NAMES = sorted([
     # support answers and node units (contract.support)
     "Support", "SUPPORTED", "NodeUnit", "UnitIO", "Layout", "attr", "op_label",
     # op rules (contract.rules)
-    "OpRule", "RuleRegistry", "RuleContext", "DuplicateRuleError", "MAX_OPSET",
+    "OpRule", "RuleRegistry", "RuleContext", "DuplicateRuleError", "MAX_OPSET", "shape_text", "doc_summary",
     # backends (contract.backend)
-    "Backend", "PartitionView", "RegisterBackend", "CostParams",
+    "Backend", "PartitionView", "RegisterBackend", "CostParams", "check_option_types",
     # the compile contract (contract.compile)
     "CompiledPartition", "TensorSpec", "CompileError", "lower_units", "runtime_inputs", "package_files",
     # legalizing rewrites (contract.rewrite)

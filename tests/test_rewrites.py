@@ -460,15 +460,55 @@ def test_builder_attributes_are_what_onnx_ir_makes_of_the_value(value):
     same error, as ir.convenience.convert_attribute."""
     import onnx_ir as ir
 
-    from mobile_ep.contract.rewrite import _attribute
+    from mobile_ep.contract.rewrite import Builder
+
+    def made_by_builder():
+        builder = Builder(ir.Node("", "Relu", [], name="n"), "test")
+        builder.op("Relu", [], shape=None, dtype=None, k=value)
+        return builder.nodes[0].attributes["k"]
 
     try:
         expected = ir.convenience.convert_attribute("k", value)
     except TypeError as exc:
         with pytest.raises(TypeError, match="Unsupported attribute type"):
-            _attribute("k", value)
+            made_by_builder()
         assert "Unsupported attribute type" in str(exc)
         return
-    made = _attribute("k", value)
+    made = made_by_builder()
     assert (type(made), made.name, made.type) == (type(expected), expected.name, expected.type)
     assert made.value == expected.value and type(made.value) is type(expected.value)
+
+
+def test_builder_reshape_to_a_constant_shape():
+    import onnx_ir as ir
+
+    from mobile_ep.contract.rewrite import Builder
+
+    builder = Builder(ir.Node("", "MatMul", [], name="mm"), "flat")
+    x = ir.Value(name="x", shape=ir.Shape([2, 6]), type=ir.TensorType(ir.DataType.FLOAT))
+    y = builder.reshape(x, [3, 4], ir.DataType.FLOAT)
+    (node,) = builder.nodes
+    assert (node.op_type, node.name, y.name) == ("Reshape", "mm/flat/Reshape_2", "mm/flat/Reshape_2")
+    assert node.inputs[0] is x and node.inputs[1].name == "mm/flat/shape_1"
+    assert node.inputs[1].const_value.numpy().tolist() == [3, 4] and node.inputs[1].dtype == ir.DataType.INT64
+    assert list(y.shape) == [3, 4] and y.dtype == ir.DataType.FLOAT
+
+
+@pytest.mark.parametrize("opset", [9, 13])
+def test_int_list_reads_an_input_or_the_older_attribute(opset):
+    from mobile_ep.contract import RuleContext
+    from mobile_ep.contract.rewrite import int_list
+    from mobile_ep.testing import as_model
+
+    if opset >= 13:
+        nodes = [helper.make_node("Squeeze", ["x", "axes"], ["y"], name="sq")]
+        initializers = [const("axes", np.array([0, 2], np.int64))]
+    else:
+        nodes, initializers = [helper.make_node("Squeeze", ["x"], ["y"], name="sq", axes=[0, 2])], []
+    model = as_model(make_model(nodes, [tensor("x", [1, 3, 1])], [tensor("y", [3])], initializers, opset=opset))
+    (node,) = model.graph
+    from mepkit import ToyBackend
+
+    ctx = RuleContext(model, ToyBackend())
+    assert int_list(ctx, node, 1, "axes") == [0, 2]
+    assert int_list(ctx, node, 2, "steps") is None

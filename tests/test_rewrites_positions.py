@@ -1,4 +1,4 @@
-"""RoBERTa's position ids on the backends (:mod:`mobile_ep.passes._rewrites_positions`).
+"""RoBERTa's position ids on the backends (:mod:`mobile_ep.passes.rewrites.positions`).
 
 The pattern is transformers' ``RobertaModel`` as ``torch.onnx.export`` (opset 17) writes it, after onnxruntime's
 basic level: ``Equal(input_ids, pad)``, ``Not``, ``Cast`` to int32, ``CumSum`` along axis 1 (an int32 constant),

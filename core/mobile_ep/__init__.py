@@ -26,7 +26,8 @@ PLUGIN_API_VERSION = 1
 
 _CONTRACT = ("hookimpl", "Rewrite", "Builder", "Backend", "OpRule", "RuleRegistry", "RuleContext", "NodeUnit",
              "UnitIO", "PartitionView", "Support", "SUPPORTED", "DuplicateRuleError", "Layout", "MAX_OPSET",
-             "attr", "op_label", "PluginApiError", "CompiledPartition", "TensorSpec", "CompileError")
+             "attr", "op_label", "PluginApiError", "CompiledPartition", "TensorSpec", "CompileError", "shape_text",
+             "doc_summary", "check_option_types")
 _ERRORS = ("MobileEpError", "ModelError", "UsageError", "BackendError", "VerificationError")
 #: Where each public name lives.
 _WHERE: dict[str, str] = {
@@ -69,6 +70,9 @@ __all__ = [
     "DataType",
     "attr",
     "op_label",
+    "shape_text",
+    "doc_summary",
+    "check_option_types",
     "PluginApiError",
     "CompiledPartition",
     "TensorSpec",
@@ -104,8 +108,11 @@ if _TYPE_CHECKING:
         TensorSpec,
         UnitIO,
         attr,
+        check_option_types,
+        doc_summary,
         hookimpl,
         op_label,
+        shape_text,
     )
     from mobile_ep.errors import BackendError, MobileEpError, ModelError, UsageError, VerificationError
     from mobile_ep.llm.build import build_llm

@@ -27,7 +27,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["created", "options", "lean_session_options", "open_session", "command", "write_optimized", "runnable", "outputs"]
+__all__ = ["created", "options", "lean_session_options", "open_session", "command", "write_optimized", "runnable", "outputs",
+           "derived", "file_stamp"]
 
 _lock = threading.Lock()
 _created = 0
@@ -119,6 +120,7 @@ class _Views:
         self.written: list[_Written] = []
         self.session: tuple[tuple, Any] | None = None  # (the last runnable session: one at a time, for memory)
         self.outputs: dict[tuple, dict] = {}
+        self.derived: dict[tuple, tuple[tuple, Any]] = {}
 
 
 _local = threading.local()  # (a command's views are its thread's: batch runs commands on threads)
@@ -141,9 +143,13 @@ def command() -> Iterator[None]:
         _local.views = None
 
 
-def _stamp(path: pathlib.Path) -> tuple:
+def file_stamp(path: pathlib.Path) -> tuple:
+    """What tells a file's content has not changed since: its path, size, mtime and inode."""
     st = path.stat()
     return (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+_stamp = file_stamp
 
 
 def _same(entry: _Written, key: tuple, folder: str, size: int, source: pathlib.Path | None, stamp: Any) -> bool:
@@ -218,6 +224,28 @@ def outputs(path: str | os.PathLike, feeds: Mapping[str, Any], run: Callable[[],
     if key not in views.outputs:
         views.outputs[key] = run()
     return dict(views.outputs[key])
+
+
+def derived(key: tuple, files: Sequence[pathlib.Path], make: Callable[[], Any]) -> Any:
+    """What *make* returns, having written *files* (a file derived from another by our own steps, such as the
+    CPU part of a model fused): within a command, made once per *key* (which names everything the files are
+    made from) while the files are as *make* left them; asked again, the files are not written again."""
+    views = _current()
+    if views is None:
+        return make()
+    found = views.derived.get(key)
+    if found is not None:
+        try:
+            if tuple(_stamp(f) for f in files) == found[0]:
+                return found[1]
+        except OSError:
+            pass
+    result = make()
+    try:
+        views.derived[key] = (tuple(_stamp(f) for f in files), result)
+    except OSError:  # (a file not written: nothing kept)
+        views.derived.pop(key, None)
+    return result
 
 
 def _feeds_digest(feeds: Mapping[str, Any]) -> str:

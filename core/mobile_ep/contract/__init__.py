@@ -25,7 +25,7 @@ The modules behind it, one job each:
 from __future__ import annotations
 
 from mobile_ep.contract import hookspecs
-from mobile_ep.contract.backend import Backend, CostParams, PartitionView, RegisterBackend
+from mobile_ep.contract.backend import Backend, CostParams, PartitionView, RegisterBackend, check_option_types
 from mobile_ep.contract.compile import (
     CompiledPartition,
     CompileError,
@@ -37,7 +37,15 @@ from mobile_ep.contract.compile import (
 from mobile_ep.contract.hookspecs import hookimpl
 from mobile_ep.contract.plugins import PluginApiError
 from mobile_ep.contract.rewrite import Builder, Rewrite
-from mobile_ep.contract.rules import MAX_OPSET, DuplicateRuleError, OpRule, RuleContext, RuleRegistry
+from mobile_ep.contract.rules import (
+    MAX_OPSET,
+    DuplicateRuleError,
+    OpRule,
+    RuleContext,
+    RuleRegistry,
+    doc_summary,
+    shape_text,
+)
 from mobile_ep.contract.support import SUPPORTED, Layout, NodeUnit, Support, UnitIO, attr, op_label
 
 __all__ = [
@@ -55,11 +63,14 @@ __all__ = [
     "RuleContext",
     "DuplicateRuleError",
     "MAX_OPSET",
+    "shape_text",
+    "doc_summary",
     # backends (contract.backend)
     "Backend",
     "PartitionView",
     "RegisterBackend",
     "CostParams",
+    "check_option_types",
     # the compile contract (contract.compile)
     "CompiledPartition",
     "TensorSpec",

@@ -29,6 +29,7 @@ __all__ = [
     "NoOptions",
     "RegisterBackend",
     "parse_options",
+    "check_option_types",
     "format_option",
 ]
 
@@ -164,6 +165,15 @@ class Backend:
         and the EP disagree.  ``None`` (the default): no such EP."""
         return None
 
+    def compile_with_ep(self, source: Any, target: Any, workdir: Any, options: Any = None) -> Any:
+        """``convert --compile`` by the backend's own execution provider: write the EPContext model *target*
+        (and its context files) from the written model *source* (work files in *workdir*; *options*: the run's
+        :class:`mobile_ep.options.Options`), check it, and return its
+        :class:`~mobile_ep.contract.compile.CompileResult`.  ``None`` (the default): the EP writes nothing of
+        its own, and ``--compile`` uses the backend's compile/emulate/runtime_adapter
+        (:mod:`mobile_ep.contract.compile`)."""
+        return None
+
     def describe_options(self) -> list[tuple[str, str, str]]:
         """(name, default, help) for each option."""
         result = []
@@ -208,6 +218,21 @@ def parse_options(options_type: type, values: Mapping[str, str], *, current: Any
         return dataclasses.replace(current, **changes)
     except (ValueError, TypeError) as exc:
         raise UsageError(f"{backend}: {exc}") from None
+
+
+def check_option_types(options: Any) -> None:
+    """Refuse, with a ``ValueError`` naming the field, a value of an options dataclass that is not one of its
+    ``Literal`` choices, or not a bool for a ``bool`` field (for ``__post_init__``: options built in Python,
+    not parsed from strings by :func:`parse_options`, are checked too)."""
+    hints = typing.get_type_hints(type(options))
+    for field in dataclasses.fields(options):
+        hint, value = hints[field.name], getattr(options, field.name)
+        if typing.get_origin(hint) is Literal:
+            choices = typing.get_args(hint)
+            if value not in choices:
+                raise ValueError(f"{field.name}={value!r}: expected one of {', '.join(map(str, choices))}")
+        elif hint is bool and not isinstance(value, bool):
+            raise ValueError(f"{field.name}={value!r}: expected true or false")
 
 
 def _convert_option(hint: Any, raw: str) -> Any:

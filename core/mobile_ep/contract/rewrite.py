@@ -15,9 +15,9 @@ import numpy as np
 import onnx_ir as ir
 
 from mobile_ep.contract.rules import RuleContext
-from mobile_ep.contract.support import Support
+from mobile_ep.contract.support import Support, attr
 
-__all__ = ["Rewrite", "Builder", "broadcast_shapes", "float_input"]
+__all__ = ["Rewrite", "Builder", "broadcast_shapes", "float_input", "int_list"]
 
 
 #: The element types arithmetic rewrites work in.
@@ -28,6 +28,17 @@ def float_input(node: ir.Node, ctx: RuleContext, index: int = 0) -> Support:
     """Yes when input *index* of *node* is a float tensor (float32, float16 or double)."""
     value = node.inputs[index] if index < len(node.inputs) else None
     return Support.check(ctx.dtype(value) in FLOAT_TYPES, f"input {index} is not a float tensor")
+
+
+def int_list(ctx: RuleContext, node: ir.Node, index: int, attribute: str) -> list[int] | None:
+    """A node's int list given as its constant input *index* (newer opsets) or as its attribute *attribute*
+    (older ones): Slice's starts, Squeeze's axes ...; None when neither is there (or the input is not a
+    constant)."""
+    if len(node.inputs) > index and node.inputs[index] is not None:
+        value = ctx.constant(node.inputs[index])
+        return None if value is None else [int(v) for v in value.reshape(-1)]
+    found = attr(node, attribute)
+    return None if found is None else [int(v) for v in found]
 
 
 def broadcast_shapes(*shapes: tuple[int | None, ...] | None) -> tuple[int | None, ...] | None:
@@ -115,6 +126,11 @@ class Builder:
         node = ir.Node(domain, op_type, list(inputs), attrs, outputs=outputs, name=name)
         self.nodes.append(node)
         return outputs[0]
+
+    def reshape(self, x: ir.Value, shape: Sequence[int], dtype: ir.DataType | None, hint: str = "shape") -> ir.Value:
+        """A Reshape of *x* to the constant *shape* (its int64 constant named after *hint*), which is also its
+        output's shape."""
+        return self.op("Reshape", [x, self.const(np.array(shape, np.int64), hint)], shape=tuple(shape), dtype=dtype)
 
     def ops(self, op_type: str, inputs: Sequence[ir.Value | None], *, shapes: Sequence[Sequence[int | None]],
             dtype: ir.DataType | None, domain: str = "", **attributes: Any) -> list[ir.Value]:

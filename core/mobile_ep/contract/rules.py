@@ -37,6 +37,8 @@ __all__ = [
     "OpRule",
     "RuleRegistry",
     "DuplicateRuleError",
+    "shape_text",
+    "doc_summary",
 ]
 
 #: Highest ai.onnx opset the execution providers we model accept (ORT's builders cap at 27).
@@ -245,6 +247,24 @@ class OpRule:
         if doc:
             items.append(" ".join(doc.split("\n\n")[0].split()))
         return items
+
+
+def shape_text(value: ir.Value | None, ctx: RuleContext) -> str:
+    """A value's shape as a rule's reason shows it: ``[N,3,224,224]``, symbolic dims by name and unknown ones
+    as ``?``; ``unknown`` when nothing is known of it, ``[]`` for no value (an omitted input)."""
+    if value is None:
+        return "[]"
+    if value.shape is None:
+        shape = ctx.shape(value)
+        return "unknown" if shape is None else "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+    dims = [str(d) if isinstance(d, int) else (str(d.value) if getattr(d, "value", None) else "?") for d in value.shape]
+    return "[" + ",".join(dims) + "]"
+
+
+def doc_summary(doc: str | None) -> str:
+    """The first paragraph of a docstring on one line, without its final period (``""`` for none): a rule's
+    condition as :meth:`OpRule.conditions` lists it for ``mobile-ep ops``."""
+    return " ".join(doc.split("\n\n")[0].split()).rstrip(".") if doc else ""
 
 
 class DuplicateRuleError(ValueError):

@@ -37,8 +37,11 @@ def partition_written(path: pathlib.Path, backend: Backend, work: pathlib.Path, 
     its partitions judged as *strict* (the run's :class:`Options`, or only whether a backend's failure is an
     error) asks: the cost model, ``max_partitions``, ``min_nodes``."""
     work.mkdir(parents=True, exist_ok=True)
-    model = fold_constants.load_optimized(fold_constants.ort_optimized(path, work, inspected=True,  # (our own file)
-                                                                       backends=[backend]))
+    optimized = fold_constants.ort_optimized(path, work, inspected=True, backends=[backend])  # (our own file)
+    # (read once per command while unchanged: an option variant's conversion may have written the same file;
+    # the partition below is an analysis, the model is not changed)
+    model = sessions.derived(("written", sessions.file_stamp(optimized)), [optimized],
+                             lambda: fold_constants.load_optimized(optimized))
     partition = PartitionPass(backend, strict if isinstance(strict, Options) else Options(strict=strict))
     partition(model)
     return partition, model
@@ -70,12 +73,15 @@ def fuse_and_write(model: ir.Model, partition: PartitionPass, options: Options, 
         save(model, target)
         return None, None
     unfused = work / f"{target.stem}.unfused.onnx"  # (work files named after the target: several share *work*)
-    if by_reference:
-        save_work_copy(model, unfused)
+    if by_reference:  # (written once per model in a command: an option variant's conversion may write it again)
+        sessions.derived(("unfused", id(model), len(model.graph)), [unfused],  # (the model held: its id stays its own)
+                         lambda: (save_work_copy(model, unfused), model))
     else:
         mir.save(model, unfused, external_data=unfused.name + ".data")  # (a work file: weights streamed beside it)
+    source = sessions.file_stamp(unfused)
     for attempt, keep in enumerate([kept, claimed] if kept != claimed else [claimed]):
-        fusion = fuse_cpu_nodes(unfused, keep, target, work, save=save)
+        fusion = sessions.derived(("cpu_fused", source, frozenset(keep), by_reference), [target],
+                                  lambda keep=keep: fuse_cpu_nodes(unfused, keep, target, work, save=save))
         if fusion is None:
             continue
         written, written_model = partition_written(target, backend, work / f"{target.stem}.fused{attempt}", options)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import onnx_ir as ir
 
@@ -47,25 +48,36 @@ def isolate_faults(strict: bool) -> Callable[[Backend, NodeUnit, Exception], Sup
     return on_error
 
 
-class PartitionPass(ir.passes.InPlacePass):
+class PartitionPass(ir.passes.PassBase):
     """Propose *backend*'s partitions of the model and judge them; the results stay on the pass.
 
-    After a run: ``proposal`` (the backend's :class:`BackendProposal`), ``nodes`` (the graph's nodes in
-    topological order) and ``costs`` (one :class:`PartitionCost` per partition, ``kept`` or not and why).
-    With *options* None, the cost model judges but drops nothing a user did not ask for.
+    An analysis: it changes nothing (onnx_ir's side-effect-only pass: ``in_place``, not ``changes_input``),
+    so a pass manager hands the model on as it was.  After a run: ``proposal`` (the backend's
+    :class:`BackendProposal`), ``nodes`` (the graph's nodes in topological order) and ``costs`` (one
+    :class:`PartitionCost` per partition, ``kept`` or not and why).  With *options* None, the cost model judges
+    but drops nothing a user did not ask for.
     """
 
-    def __init__(self, backend: Backend, options: Options | None = None) -> None:
+    @property
+    def in_place(self) -> bool:
+        return True
+
+    @property
+    def changes_input(self) -> bool:
+        return False
+
+    def __init__(self, backend: Backend, options: Options | None = None, *, index: Any = None) -> None:
         super().__init__()
         self.backend = backend
         self.options = options or Options()
+        self.index = index  # (graph_index of the model it runs on, shared by passes over one unchanged model)
         self.proposal: BackendProposal | None = None
         self.nodes: list[ir.Node] = []
         self.costs: list[PartitionCost] = []
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         options = self.options
-        found = propose(model, [self.backend], on_error=isolate_faults(options.strict))
+        found = propose(model, [self.backend], on_error=isolate_faults(options.strict), index=self.index)
         self.proposal = found.per_backend[self.backend.name]
         self.nodes = found.nodes
         self.costs = select_partitions(self.proposal.partitions, RuleContext(model, self.backend),

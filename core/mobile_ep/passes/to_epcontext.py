@@ -336,18 +336,16 @@ def compile_into(paths: dict[str, pathlib.Path], backend: Backend, out_dir: path
                  options: Any) -> CompileResult:
     """``convert --compile``: compile the written ``paths["onnx"]`` into ``<model>.<ep>.compiled.onnx`` (added to
     *paths* as ``"compiled"``), its app bundle beside it and the runtime adapter's sources in ``adapter/``."""
-    vendor = getattr(backend, "compile_with_ep", None)
-    if callable(vendor):  # the EP itself writes the artifact (its own EPContext model and context files) and
-        # checks it: ``compile_with_ep(onnx_path, target, workdir, options) -> CompileResult``
-        label = export.file_label(backend.name)
-        stem = paths["onnx"].name[: -len(f".{label}.onnx")]
-        return vendor(paths["onnx"], out_dir / f"{stem}.{label}.compiled.onnx", workdir, options)
+    label = export.file_label(backend.name)
+    stem = paths["onnx"].name[: -len(f".{label}.onnx")]
+    # the EP itself writes the artifact (its own EPContext model and context files) and checks it
+    by_ep = backend.compile_with_ep(paths["onnx"], out_dir / f"{stem}.{label}.compiled.onnx", workdir, options)
+    if by_ep is not None:
+        return by_ep
     if not is_compiling(backend):
         raise UsageError(f"backend {backend.name!r} does not compile partitions: --compile needs a backend with "
                          "compile/emulate/runtime_adapter")
     onnx_path = paths["onnx"]
-    label = export.file_label(backend.name)
-    stem = onnx_path.name[: -len(f".{label}.onnx")]
     target = out_dir / f"{stem}.{label}.compiled.onnx"
     result = compile_model(onnx_path, backend, target, workdir, strict=options.strict, use_cost=options.cost_model,
                            max_partitions=options.max_partitions, min_nodes=options.min_nodes)

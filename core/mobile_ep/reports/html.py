@@ -48,6 +48,7 @@ __all__ = [
     "render_index",
     "batch_index",
     "layered_layout",
+    "place",
     "find_chains",
 ]
 
@@ -134,7 +135,7 @@ def layered_layout(count: int, edges: Iterable[tuple[int, int]], *, sweeps: int 
                 continue
             desired = [(sum(x[n] for n in neighbours[v]) / len(neighbours[v]) if neighbours[v] else x[v])
                        for v in members]
-            for v, xv in zip(members, _place(desired), strict=True):
+            for v, xv in zip(members, place(desired), strict=True):
                 x[v] = xv
     low = min(x, default=0.0)
     return layer, [round(v - low, 2) for v in x]
@@ -175,7 +176,7 @@ def _depth_first(count: int, order: Sequence[int], succ: list[list[int]]) -> lis
     return index
 
 
-def _place(desired: Sequence[float]) -> list[float]:
+def place(desired: Sequence[float]) -> list[float]:
     """Positions in the given order, at least 1 apart, as close as possible (least squares) to *desired*.
 
     With y_i = x_i - i the constraint becomes y non-decreasing: isotonic regression of d_i - i, solved

@@ -26,6 +26,7 @@ import onnx_ir as ir
 from mobile_ep.contract import Backend
 from mobile_ep.contract.plugins import guarded
 from mobile_ep.errors import MobileEpError
+from mobile_ep.partitioning.propose import graph_index
 from mobile_ep.passes.partition import PartitionPass
 from mobile_ep.reports.model import BackendReport, backend_report
 
@@ -105,7 +106,7 @@ def better_options(model: ir.Model, backend: Backend, before: BackendReport, aft
     if (after or before).verdict.startswith("YES"):  # (convert already gets there: nothing to suggest)
         return []
     found: list[tuple[tuple[int, int, int], str]] = []
-    converts = 0
+    converts, index = 0, None
     rewrites = _rewrite_names(backend)
     for key, values in option_values(backend):
         if values and all(v.lstrip("-").isdigit() for v in values):
@@ -128,7 +129,8 @@ def better_options(model: ir.Model, backend: Backend, before: BackendReport, aft
                 continue
             if before.verdict.startswith("YES"):
                 continue
-            partition = PartitionPass(guarded(variant, strict=strict))
+            index = graph_index(model) if index is None else index  # (one for every variant: the model is not changed)
+            partition = PartitionPass(guarded(variant, strict=strict), index=index)
             partition(model)
             assert partition.proposal is not None
             report = backend_report(variant, partition.proposal, partition.nodes, partition.costs, model=model)

@@ -4,7 +4,6 @@ contract (MIL lowering to ``.mlpackage`` payloads, their host emulator and the S
 from __future__ import annotations
 
 import dataclasses
-import typing
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
@@ -19,6 +18,7 @@ from mobile_ep import (
     RuleContext,
     RuleRegistry,
     Support,
+    check_option_types,
     op_label,
 )
 
@@ -103,18 +103,7 @@ class CoreMLBackend(Backend):
         )
 
         def __post_init__(self) -> None:
-            hints = typing.get_type_hints(type(self))
-            for field in dataclasses.fields(self):
-                hint = hints[field.name]
-                value = getattr(self, field.name)
-                if typing.get_origin(hint) is Literal:
-                    choices = typing.get_args(hint)
-                    if value not in choices:
-                        raise ValueError(
-                            f"{field.name}={value!r}: expected one of {', '.join(map(str, choices))}"
-                        )
-                elif hint is bool and not isinstance(value, bool):
-                    raise ValueError(f"{field.name}={value!r}: expected true or false")
+            check_option_types(self)
             if isinstance(self.max_dynamic_dim, bool) or not isinstance(self.max_dynamic_dim, int) \
                     or self.max_dynamic_dim < 1:
                 raise ValueError(f"max_dynamic_dim={self.max_dynamic_dim!r}: expected a positive integer")

@@ -6,7 +6,7 @@ import numpy as np
 from coreml_testing import BOTH, F16, I32, I64, MLP, NN, F, const, coreml, model, no, single, x, yes
 from onnx import helper
 
-from mobile_ep_coreml.rules._base import CoreMLRule
+from mobile_ep_coreml.rules import CoreMLRule
 
 
 def relu(shape=(1, 3, 4, 4), elem_type=F, opset=17):

@@ -16,7 +16,16 @@ import numpy as np
 import onnx_ir as ir
 
 import mobile_ep
-from mobile_ep import SUPPORTED, Backend, PartitionView, RuleContext, RuleRegistry, Support, op_label
+from mobile_ep import (
+    SUPPORTED,
+    Backend,
+    PartitionView,
+    RuleContext,
+    RuleRegistry,
+    Support,
+    check_option_types,
+    op_label,
+)
 
 from . import rules as _rules_package
 from .rules._quant import QDQ_ACCEPTED_OPS, QDQ_GROUPED_OPS
@@ -103,6 +112,7 @@ class NnapiOptions:
     )
 
     def __post_init__(self) -> None:
+        check_option_types(self)
         if isinstance(self.api_level, bool) or not isinstance(self.api_level, int):
             raise ValueError(f"api_level must be an integer, got {self.api_level!r}")
         feature_level_for_api(self.api_level)  # validates the range

@@ -15,6 +15,7 @@ from mobile_ep import UsageError
 from mobile_ep.contract import compile as compile_contract
 from mobile_ep.contract.plugins import make_plugins
 from mobile_ep_nnapi import NnapiBackend, NnapiOptions, feature_level_for_api, rules
+from mobile_ep_nnapi.rules import NnapiRule
 
 # Every op of reference/ort.md §1 (op builders registered in op_builder_factory.cc).
 ORT_NNAPI_OPS = {
@@ -46,6 +47,17 @@ def test_feature_level_of_api_level(api, level):
 def test_api_level_out_of_range_is_rejected(api):
     with pytest.raises(ValueError, match="api_level must be .* 27 to 35"):
         NnapiOptions(api_level=api)
+
+
+@pytest.mark.parametrize(("field", "value", "expected"), [
+    ("preference", "fast", "preference='fast': expected one of fast_single_answer, sustained_speed, low_power"),
+    ("compile_ops", "all", "compile_ops='all': expected one of ort, extended"),
+    ("use_fp16", 1, "use_fp16=1: expected true or false"),
+])
+def test_options_built_in_python_are_checked_like_parsed_ones(field, value, expected):
+    with pytest.raises(ValueError) as raised:
+        NnapiOptions(**{field: value})
+    assert str(raised.value) == expected
 
 
 def test_both_cpu_flags_are_rejected_like_ort():
@@ -104,7 +116,7 @@ def test_every_rule_module_registers_rules_and_documents_them():
     for _, op_type, rule in backend.rules:
         conditions = rule.conditions(op_type)
         assert conditions and all(c and not c.endswith(".") for c in conditions), (op_type, conditions)
-        assert isinstance(rule, importlib.import_module("mobile_ep_nnapi.rules._base").NnapiRule)
+        assert isinstance(rule, NnapiRule)
 
 
 def test_ops_doc_shows_feature_levels_and_qdq():

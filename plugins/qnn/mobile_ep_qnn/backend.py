@@ -5,7 +5,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from mobile_ep import SUPPORTED, Backend, PartitionView, RuleContext, RuleRegistry, Support
+from mobile_ep import (
+    SUPPORTED,
+    Backend,
+    PartitionView,
+    RuleContext,
+    RuleRegistry,
+    Support,
+    check_option_types,
+)
 from mobile_ep.contract import package_files
 
 from . import __version__, ep
@@ -73,6 +81,7 @@ class QnnOptions:
     )
 
     def __post_init__(self) -> None:
+        check_option_types(self)
         if isinstance(self.soc_model, bool) or not isinstance(self.soc_model, int) or self.soc_model < 0:
             raise ValueError(f"soc_model must be a QNN SoC model id (an integer >= 0), got {self.soc_model!r}")
         if self.htp_arch not in HTP_ARCHS:

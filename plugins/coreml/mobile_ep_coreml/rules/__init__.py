@@ -6,3 +6,7 @@ formats, and beside them lowers the node to MIL ops for compiled partitions (``l
 :class:`mobile_ep_coreml.mil.MILBuilder`).  Modules whose name starts with ``_`` hold shared code and
 register nothing.
 """
+
+from mobile_ep_coreml.rules._base import CoreMLRule  # (the base every rule here derives from)
+
+__all__ = ["CoreMLRule"]

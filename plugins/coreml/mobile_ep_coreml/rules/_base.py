@@ -34,8 +34,10 @@ from mobile_ep import (
     RuleContext,
     Support,
     attr,
+    doc_summary,
     op_label,
 )
+from mobile_ep import shape_text as contract_shape_text
 
 __all__ = [
     "CoreMLRule",
@@ -115,14 +117,8 @@ def types_text(types: Iterable[DataType]) -> str:
 
 
 def shape_text(ctx: RuleContext, value: ir.Value | None) -> str:
-    if value is not None and value.shape is not None:
-        dims = [str(d) if isinstance(d, int) else (str(d.value) if getattr(d, "value", None) else "?")
-                for d in value.shape]
-        return "[" + ",".join(dims) + "]"
-    shape = ctx.shape(value)
-    if shape is None:
-        return "unknown"
-    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+    """:func:`mobile_ep.contract.shape_text`; ``unknown`` for no value."""
+    return "unknown" if value is None else contract_shape_text(value, ctx)
 
 
 def input_label(node: ir.Node, index: int, what: str | None = None) -> str:
@@ -410,7 +406,7 @@ class CoreMLRule(OpRule):
                 parts.append(f"ML Program {types_text(self.input0_types_mlp)}")
             items.append("input 0: " + "; ".join(parts))
         elif type(self).check_types.__doc__:
-            items.append(_first_paragraph(inspect.cleandoc(type(self).check_types.__doc__)))
+            items.append(doc_summary(inspect.cleandoc(type(self).check_types.__doc__)))
         if self.allow_empty_inputs:
             items.append("inputs may have 0 dims")
         if self.trivial:
@@ -418,12 +414,8 @@ class CoreMLRule(OpRule):
         doc = inspect.getdoc(type(self).check) if type(self).check is not OpRule.check else None
         doc = doc or inspect.getdoc(type(self))
         if doc and doc != inspect.getdoc(CoreMLRule):
-            items.append(_first_paragraph(doc))
+            items.append(doc_summary(doc))
         return items
-
-
-def _first_paragraph(doc: str) -> str:
-    return " ".join(doc.split("\n\n")[0].split()).rstrip(".")
 
 
 def _no_shape(label: str, value: ir.Value, ctx: RuleContext) -> Support:

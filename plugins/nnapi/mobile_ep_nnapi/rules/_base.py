@@ -30,7 +30,9 @@ from mobile_ep import (
     OpRule,
     RuleContext,
     Support,
+    doc_summary,
     op_label,
+    shape_text,
 )
 
 from ._quant import QUANTIZED_LAYOUT, dtype_name, unit_inputs
@@ -65,23 +67,6 @@ def needs_feature_level(ctx: RuleContext, level: int, what: str = "") -> Support
     return Support.no(
         f"{prefix} NNAPI feature level {level} (Android API {api_for(level)}); target is API {ctx.options.api_level}"
     )
-
-
-def shape_text(value: ir.Value | None, ctx: RuleContext) -> str:
-    """``[N,3,224,224]`` with symbolic dims by name and unknown ones as ``?``."""
-    if value is None:
-        return "[]"
-    if value.shape is None:
-        shape = ctx.shape(value)
-        return "unknown" if shape is None else "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
-    dims = []
-    for dim in value.shape:
-        if isinstance(dim, int):
-            dims.append(str(dim))
-        else:
-            name = getattr(dim, "value", None)
-            dims.append(str(name) if name else "?")
-    return "[" + ",".join(dims) + "]"
 
 
 def input_value(unit: NodeUnit, index: int) -> ir.Value | None:
@@ -327,7 +312,7 @@ class NnapiRule(OpRule):
             items.append(self.dtype_doc)
         doc = inspect.getdoc(type(self).check) if type(self).check is not OpRule.check else None
         if doc:
-            text = " ".join(doc.split("\n\n")[0].split()).rstrip(".")
+            text = doc_summary(doc)
             if text:
                 items.append(text)
         if op_type in self.internal_uint8:

@@ -15,14 +15,14 @@ import onnx_ir as ir
 
 from mobile_ep.contract import RuleContext, Support, attr
 from mobile_ep.contract.rewrite import Builder, Rewrite, broadcast_shapes, float_input
-from mobile_ep.passes._rewrites_attention import (
+from mobile_ep.passes.rewrites.attention import (
     BoolMaskToFloat,
     BoolMoveViaFloat,
     GatherInt32Indices,
     SoftmaxIsNaN,
     SoftmaxNanGuard,
 )
-from mobile_ep.passes._rewrites_math import (
+from mobile_ep.passes.rewrites.math import (
     EmptyInputDrop,
     ErfApproximation,
     Rank5BinaryMerge,
@@ -30,13 +30,13 @@ from mobile_ep.passes._rewrites_math import (
     Rank5HeadSplit,
     Rank5TransposeMerge,
 )
-from mobile_ep.passes._rewrites_positions import (
+from mobile_ep.passes.rewrites.positions import (
     GatherElementsOfUniformConstant,
     PositionIdsViaFloat,
     RunningCountViaFloat,
 )
-from mobile_ep.passes._rewrites_rnn import GRUToSteps, LSTMToSteps
-from mobile_ep.passes._rewrites_spatial import (
+from mobile_ep.passes.rewrites.rnn import GRUToSteps, LSTMToSteps
+from mobile_ep.passes.rewrites.spatial import (
     ConvTo2D,
     ConvTransposeToConv,
     ConvTransposeToDepthToSpace,
@@ -585,12 +585,9 @@ class MatMulToFlatMatMul(Rewrite):
         assert a_shape is not None and b_shape is not None
         dtype = ctx.dtype(node.inputs[0])
         rows = int(np.prod(a_shape[:-1], dtype=np.int64))
-        flat = b.op("Reshape", [node.inputs[0], b.const(np.array([rows, a_shape[-1]], np.int64), "shape")],
-                    shape=(rows, a_shape[-1]), dtype=dtype)
+        flat = b.reshape(node.inputs[0], (rows, a_shape[-1]), dtype)
         product = b.op("MatMul", [flat, node.inputs[1]], shape=(rows, b_shape[1]), dtype=dtype)
-        out_shape = (*a_shape[:-1], b_shape[1])
-        return [b.op("Reshape", [product, b.const(np.array(out_shape, np.int64), "shape")], shape=out_shape,
-                     dtype=dtype)]
+        return [b.reshape(product, (*a_shape[:-1], b_shape[1]), dtype)]
 
 
 class InstanceNormToPrimitives(Rewrite):

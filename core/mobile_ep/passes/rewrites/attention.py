@@ -405,7 +405,7 @@ class BoolMoveViaFloat(Rewrite):
         shape = ctx.shape(node.outputs[0])
         x = b.op("Cast", [node.inputs[0]], shape=ctx.shape(node.inputs[0]), dtype=f, to=f.value)
         if node.op_type == "Flatten":
-            y = b.op("Reshape", [x, b.const(np.array(shape, np.int64), "shape")], shape=shape, dtype=f)
+            y = b.reshape(x, shape, f)
         else:
             attributes = {k: a.value for k, a in node.attributes.items()}
             y = b.op(node.op_type, [x, *node.inputs[1:]], shape=shape, dtype=f, **attributes)

@@ -12,7 +12,7 @@ import numpy as np
 import onnx_ir as ir
 
 from mobile_ep.contract import RuleContext, Support, attr
-from mobile_ep.contract.rewrite import Builder, Rewrite
+from mobile_ep.contract.rewrite import Builder, Rewrite, int_list
 
 __all__ = ["ErfApproximation", "Rank5HeadSplit", "Rank5TransposeMerge", "Rank5GatherSplit", "Rank5BinaryMerge",
            "EmptyInputDrop"]
@@ -60,15 +60,6 @@ class ErfApproximation(Rewrite):
             return acc
 
         return [op("Div", op("Mul", xc, horner(_ERF_P)), horner(_ERF_Q))]
-
-
-def _ints(ctx: RuleContext, node: ir.Node, index: int, name: str) -> list[int] | None:
-    """A node's int list given as input *index* (newer opsets) or as attribute *name* (older)."""
-    if len(node.inputs) > index and node.inputs[index] is not None:
-        value = ctx.constant(node.inputs[index])
-        return None if value is None else [int(v) for v in value.reshape(-1)]
-    found = attr(node, name)
-    return None if found is None else [int(v) for v in found]
 
 
 class _TakesOne(Rewrite):
@@ -121,9 +112,9 @@ class Rank5HeadSplit(_TakesOne):
                 perm = list(attr(step, "perm", range(len(axes_of) - 1, -1, -1)))
                 axes_of = [axes_of[p] for p in perm]
                 continue
-            starts, ends = _ints(ctx, step, 1, "starts"), _ints(ctx, step, 2, "ends")
-            axes = _ints(ctx, step, 3, "axes") if len(step.inputs) > 3 else list(range(len(starts or [])))
-            steps = _ints(ctx, step, 4, "steps") if len(step.inputs) > 4 else None
+            starts, ends = int_list(ctx, step, 1, "starts"), int_list(ctx, step, 2, "ends")
+            axes = int_list(ctx, step, 3, "axes") if len(step.inputs) > 3 else list(range(len(starts or [])))
+            steps = int_list(ctx, step, 4, "steps") if len(step.inputs) > 4 else None
             if sliced is not None or starts is None or ends is None or axes is None or len(axes) != 1 \
                     or (steps is not None and steps != [1]):
                 return Support.no("not one constant Slice of one axis")
@@ -132,7 +123,7 @@ class Rank5HeadSplit(_TakesOne):
             if taken.size != 1:
                 return Support.no("the Slice does not take one index")
             sliced = (q, int(taken[0]))
-        squeeze_axes = _ints(ctx, node, 1, "axes")
+        squeeze_axes = int_list(ctx, node, 1, "axes")
         if sliced is None or squeeze_axes is None or [axes_of[a % 5] for a in squeeze_axes] != [sliced[0]]:
             return Support.no("the Squeeze does not remove the one index the Slice takes")
         return x, mid, [a for a in axes_of if a != sliced[0]], sliced[0], sliced[1]
@@ -148,11 +139,11 @@ def _take_one(b: Builder, x: ir.Value, dtype: ir.DataType | None, mid: Sequence[
     def const(values: Sequence[int]) -> ir.Value:
         return b.const(np.array(values, np.int64), "ints")
 
-    flat = b.op("Reshape", [x, const([outer, mid[q], inner])], shape=(outer, mid[q], inner), dtype=dtype)
+    flat = b.reshape(x, (outer, mid[q], inner), dtype, hint="ints")
     taken = b.op("Slice", [flat, const([index]), const([index + 1]), const([1])], shape=(outer, 1, inner),
                  dtype=dtype)
     rest = [d for i, d in enumerate(mid) if i != q]
-    four = b.op("Reshape", [taken, const(rest)], shape=tuple(rest), dtype=dtype)
+    four = b.reshape(taken, rest, dtype, hint="ints")
     order = [a - (a > q) for a in final]
     out = tuple(rest[p] for p in order)
     if order == sorted(order):
@@ -208,7 +199,7 @@ class Rank5TransposeMerge(Rewrite):
         dtype = ctx.dtype(source)
 
         def reshape(x: ir.Value, shape: Sequence[int]) -> ir.Value:
-            return b.op("Reshape", [x, b.const(np.array(shape, np.int64), "shape")], shape=tuple(shape), dtype=dtype)
+            return b.reshape(x, shape, dtype)
 
         merged = [int(np.prod([mid[a] for a in run], dtype=np.int64)) for run in runs]
         x = source if ctx.static_shape(source) == tuple(merged) else reshape(source, merged)
