@@ -122,18 +122,10 @@ def _part(model: ir.Model, face: Interface, start: str | None, stop: str | None,
     producer = {v.name: node for node in nodes for v in node.outputs}
     target = values[stop] if stop else next(v for v in graph.outputs if v.name == face.logits)
     boundary = {start or face.input_ids, face.attention_mask} | ({face.position_ids} if face.position_ids else set())
-    keep: set[int] = set()
-    stack = [target]
-    while stack:
-        value = stack.pop()
-        if value.name in boundary or value.name not in producer or id(producer[value.name]) in keep:
-            continue
-        node = producer[value.name]
-        keep.add(id(node))
-        stack.extend(v for v in node.inputs if v is not None)
     presents = [next(v for v in graph.outputs if v.name == out) for pair in face.present[layers[0]:layers[1]]
                 for out in pair]
-    stack = list(presents)
+    keep: set[int] = set()
+    stack = [target, *presents]  # (every node they read, back to the boundary)
     while stack:
         value = stack.pop()
         if value.name in boundary or value.name not in producer or id(producer[value.name]) in keep:
