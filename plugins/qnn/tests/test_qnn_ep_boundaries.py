@@ -282,7 +282,7 @@ FAILING = [
 def test_a_graph_the_real_ep_cannot_build_is_predicted_so(qnn_backend, qnn_ep, case, build, node, reason):
     """onnxruntime-qnn 2.7 takes the node and then fails (or crashes) creating the session: the backend refuses the
     node, its reason saying the session fails, and the crash stays in the child process the oracle runs it in."""
-    result = run_oracle(qnn_backend, build(), qnn_ep, case=case, isolated=True)
+    result = run_oracle(qnn_backend, build(), qnn_ep, case=case)
     assert not result.built
     assert reason in result.reasons[node] and "session" in result.reasons[node]
 
@@ -424,7 +424,7 @@ def test_q_graph_output_also_read_by_a_taken_dq_fails_too(qnn_backend, qnn_ep):
                          helper.make_node("Relu", ["d2"], ["y"], name="relu2")],
                         [("x", T.FLOAT, R2)], [("q", T.UINT8, R2), ("d", T.FLOAT, R2), ("y", T.FLOAT, R2)],
                         [const("s", 0.05, np.float32)])
-    result = run_oracle(qnn_backend, model, qnn_ep, case="q shared by two dq", isolated=True)
+    result = run_oracle(qnn_backend, model, qnn_ep, case="q shared by two dq")
     assert not result.built and "Duplicate definition" in result.reasons["op"]
 
 
