@@ -70,9 +70,8 @@ def test_function_ops_the_ep_takes_whole(qnn_backend, qnn_ep):
 def test_function_op_feeding_a_node_is_one_partition_once_converted(qnn_backend, qnn_ep, tmp_path, name, op):
     """A model whose GroupNormalization or Mish feeds another node.  onnxruntime-qnn 2.7 fails the session of the
     GroupNormalization model (it takes the node, then refuses it in NHWC layout, the file not declaring its output's
-    shape).  Of the Mish model it takes every node, but in three partitions: onnxruntime inlines Mish only after the
-    EP took the Convs, and the body becomes a partition of its own (the backend, judging the basic-level graph, does
-    not model that order and predicts one).  The backend does not take either op whole, so convert writes their
+    shape).  Of the Mish model it takes every node, in three partitions, as predicted: onnxruntime inlines Mish only
+    after the EP took the Convs, and the body becomes a partition of its own.  The backend does not take either op whole, so convert writes their
     bodies; the real EP takes all of that file in one partition, as predicted, and its result is verified."""
     from mobile_ep import pipeline
 
@@ -81,7 +80,8 @@ def test_function_op_feeding_a_node_is_one_partition_once_converted(qnn_backend,
     if op == "GroupNormalization":
         assert not original.built and "NHWC format" in original.real.error
     else:
-        assert original.built and not original.real.cpu_nodes and len(original.real.partitions) == 3
+        _check(original)
+        assert not original.real.cpu_nodes and len(original.real.partitions) == len(original.predicted) == 3
         assert ["Softplus", "Tanh", "Mul"] in [list(p) for p in original.real.reported.ops]
     path = tmp_path / "model.onnx"
     onnx.save(model, path)
