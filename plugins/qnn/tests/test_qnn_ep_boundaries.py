@@ -423,6 +423,10 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
         const("roi", [], np.float32), const("scales", [1, 1, 2, 2], np.float32)], opset=13, mode="cubic"), True),
     ("resize_cubic_scales_down", lambda: _with("Resize", "f32", [1, 2, 6, 6], [
         const("roi", [], np.float32), const("scales", [1, 1, 0.5, 0.5], np.float32)], opset=13, mode="cubic"), True),
+    ("topk_axis_minus2", lambda: _topk("f32", [4, 5, 5], axis=-2), False),
+    ("topk_axis_1_of_rank3", lambda: _topk("f32", [4, 5, 5], axis=1), True),
+    ("topk_float16_smallest_axis_minus2", lambda: _topk("f16", [3, 5], axis=-2, largest=0), False),
+    ("topk_axis_minus1_smallest", lambda: _topk("f32", [4, 5, 5], axis=-1, largest=0), True),
     ("quickgelu_float", lambda: _quick_gelu(T.FLOAT), True),
     ("quickgelu_float16", lambda: _quick_gelu(T.FLOAT16), False),  # (onnxruntime does not fuse it: Sigmoid, Muls)
 ], ids=lambda c: c if isinstance(c, str) else "")

@@ -61,8 +61,12 @@ class TopK(QnnRule):
     max_rank = 4
 
     def check(self, unit, ctx):
-        """float32, float16, int32 or int64; constant k; any axis, largest or smallest (the EP transposes the axis
-        last and negates for the smallest); rank 4 at most."""
+        """float32, float16, int32 or int64; constant k; any axis given as -1 or not negative, largest or smallest
+        (the EP transposes the axis last and negates for the smallest); rank 4 at most."""
+        axis = attr(unit.target, "axis", -1)
+        if axis < -1:
+            return Support.no(f"axis={axis}: onnxruntime-qnn 2.7 takes TopK on a negative axis only as -1 (the same "
+                              "axis counted from the front is taken)")
         return SUPPORTED
 
 
