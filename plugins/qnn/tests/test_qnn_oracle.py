@@ -326,7 +326,8 @@ def test_converted_model_is_taken_whole_by_the_real_ep(qnn_backend, qnn_ep, tmp_
 
 def test_independent_random_graphs_as_the_real_ep():
     """Graphs of the independent generator, each judged in a child process (onnxruntime-qnn crashes on some): the
-    prediction matches the real EP on at least INDEPENDENT_AGREEMENT of the graphs it builds.  The per-op agreement
+    prediction matches the real EP on at least INDEPENDENT_AGREEMENT of the graphs it builds, and ``mobile-ep check
+    --ep qnn`` ends in no internal error on any of them.  The per-op agreement
     report is printed (``pytest -rP`` shows it)."""
     from qnn_random_graphs import agreement_report, run_graphs
 
@@ -334,6 +335,8 @@ def test_independent_random_graphs_as_the_real_ep():
     text, share, built = agreement_report(results)
     print(text)
     assert built >= INDEPENDENT_GRAPHS // 2, text
+    internal = [f"graph {r['seed']}: {r['internal']}" for r in results if r.get("internal")]
+    assert not internal, "mobile-ep check ends in an internal error:\n" + "\n".join(internal)
     wrong = [r["diff"] for r in results if r["built"] and not r["matches"]]
     assert share >= INDEPENDENT_AGREEMENT, text + "\n" + "\n".join(wrong[:30])
 
