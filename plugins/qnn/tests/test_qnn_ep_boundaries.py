@@ -493,3 +493,15 @@ def test_hardswish_rank5_is_inlined_as_the_real_ep(qnn_backend, qnn_ep, shape, w
     cpu = sorted(result.nodes[n] for n in result.real.cpu_nodes)
     assert cpu == ([] if whole else ["HardSigmoid"])
 
+
+
+def test_float16_function_op_the_cpu_inlines_is_taken_whole_as_the_real_ep(qnn_backend, qnn_ep):
+    """The CPU EP has no float16 LeakyRelu: the CPU-only session inlines it (Mul, Less, Where), its output only as a
+    float32 copy.  The EP takes LeakyRelu whole, with the ReduceMin after it, in one partition, and so does the
+    backend (core gives the node back although only its float32 copy is in the basic-level graph)."""
+    model = graph_model([helper.make_node("LeakyRelu", ["x"], ["a"], name="op"),
+                         helper.make_node("ReduceMin", ["a"], ["y"], keepdims=1, name="reduce")],
+                        [("x", T.FLOAT16, [2, 3, 4])], [("y", T.FLOAT16, [1, 1, 1])], opset=18)
+    result = run_oracle(qnn_backend, model, qnn_ep, case="float16 LeakyRelu")
+    assert result.matches, result.diff()
+    assert {"op", "reduce"} <= result.real_nodes and len(result.real.partitions) == 1
