@@ -505,3 +505,18 @@ def test_float16_function_op_the_cpu_inlines_is_taken_whole_as_the_real_ep(qnn_b
     result = run_oracle(qnn_backend, model, qnn_ep, case="float16 LeakyRelu")
     assert result.matches, result.diff()
     assert {"op", "reduce"} <= result.real_nodes and len(result.real.partitions) == 1
+
+
+@pytest.mark.parametrize(("op", "attrs", "expected"), [("GlobalMaxPool", {}, True), ("LRN", {"size": 1}, True),
+                                                     ("AveragePool", {"kernel_shape": [1, 1]}, True),
+                                                     ("Relu", {}, False)])
+def test_graph_output_dequantize_after_a_layout_op_as_the_real_ep(qnn_backend, qnn_ep, op, attrs, expected):
+    """op -> QuantizeLinear -> DequantizeLinear writing a graph output: offload_graph_io_quantization leaves the
+    DequantizeLinear to the CPU, unless the op is one the EP takes in NHWC layout (the Transpose back to NCHW is
+    moved after the Q/DQ pair: the DequantizeLinear is inside the EP's graph)."""
+    model = graph_model([helper.make_node(op, ["x"], ["r"], name="first", **attrs),
+                         helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q"], name="q"),
+                         helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="op")],
+                        [("x", T.FLOAT, [1, 3, 5, 3])], [("y", T.FLOAT, None)],
+                        [const("s", 0.05, np.float32), const("z", 0, np.int8)], opset=21)
+    assert taken(qnn_backend, qnn_ep, model, f"{op} q dq output") is expected

@@ -37,16 +37,35 @@ class DequantizeLinear(QnnRule):
 
     def check(self, unit, ctx):
         """From 8-, 16- or 32-bit integers with constant scale and zero point; per tensor (a DequantizeLinear per
-        axis only inside a QDQ unit); not to a graph output (offloaded)."""
+        axis only inside a QDQ unit); not to a graph output (offloaded), unless it reads a QuantizeLinear of an op the
+        EP takes in NHWC layout."""
         node = unit.target
         if ctx.dtype(node.outputs[0]) not in FLOATS:
             return Support.no("dequantizes to a type other than float32/float16")
         if per_axis(node, ctx):
             return Support.no("a DequantizeLinear per axis outside a QDQ unit: the QNN EP takes a standalone "
                               "DequantizeLinear per tensor only")
-        if ctx.options.offload_graph_io_quantization and ctx.is_graph_output(node.outputs[0]):
+        if ctx.options.offload_graph_io_quantization and ctx.is_graph_output(node.outputs[0]) and \
+                not _after_a_layout_op(node, ctx):
             return Support.no("it dequantizes a graph output: offload_graph_io_quantization leaves it to the CPU")
         return SUPPORTED
+
+
+#: Ops onnxruntime's NHWC layout transform wraps in Transposes for the QNN EP.
+LAYOUT_OPS = frozenset({"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool",
+                        "GlobalMaxPool", "Resize", "DepthToSpace", "SpaceToDepth", "InstanceNormalization",
+                        "BatchNormalization", "GridSample", "LRN"})
+
+
+def _after_a_layout_op(node, ctx) -> bool:
+    """Whether the DequantizeLinear *node* reads a QuantizeLinear of what a node the EP takes in NHWC layout makes
+    (seen with the real EP: the layout transform's Transpose back to NCHW is moved after the Q/DQ pair, so the
+    DequantizeLinear is inside the EP's graph, not at its output, and is not offloaded)."""
+    q = ctx.producer(node.inputs[0])
+    if q is None or q.op_type != "QuantizeLinear":
+        return False
+    made = ctx.producer(q.inputs[0])
+    return made is not None and made.op_type in LAYOUT_OPS and made.domain in ("", "ai.onnx") and bool(ctx.claims(made))
 
 
 def per_axis(node, ctx) -> bool:
