@@ -427,6 +427,12 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
     ("topk_axis_1_of_rank3", lambda: _topk("f32", [4, 5, 5], axis=1), True),
     ("topk_float16_smallest_axis_minus2", lambda: _topk("f16", [3, 5], axis=-2, largest=0), False),
     ("topk_axis_minus1_smallest", lambda: _topk("f32", [4, 5, 5], axis=-1, largest=0), True),
+    ("reducesum_axes_named_empty", lambda: graph_model(
+        [helper.make_node("ReduceSum", ["x", ""], ["y"], keepdims=0, name="op")], [("x", T.FLOAT, [2, 3, 4])],
+        [("y", T.FLOAT, None)], opset=18), False),
+    ("reducesum_no_axes_input", lambda: graph_model(
+        [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0, name="op")], [("x", T.FLOAT, [2, 3, 4])],
+        [("y", T.FLOAT, None)], opset=18), True),
     ("quickgelu_float", lambda: _quick_gelu(T.FLOAT), True),
     ("quickgelu_float16", lambda: _quick_gelu(T.FLOAT16), False),  # (onnxruntime does not fuse it: Sigmoid, Muls)
 ], ids=lambda c: c if isinstance(c, str) else "")
