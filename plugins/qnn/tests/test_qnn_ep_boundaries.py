@@ -433,6 +433,14 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
     ("reducesum_no_axes_input", lambda: graph_model(
         [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0, name="op")], [("x", T.FLOAT, [2, 3, 4])],
         [("y", T.FLOAT, None)], opset=18), True),
+    ("split_int64_one_output_graph_output", lambda: graph_model(
+        [helper.make_node("Add", ["x", "x"], ["a"], name="add"),
+         helper.make_node("Split", ["a"], ["y"], axis=1, num_outputs=1, name="op")],
+        [("x", T.INT64, [2, 4])], [("y", T.INT64, None)], opset=18), False),
+    ("split_int64_one_output_read_inside", lambda: graph_model(
+        [helper.make_node("Split", ["x"], ["s"], axis=1, num_outputs=1, name="op"),
+         helper.make_node("Mul", ["s", "s"], ["y"], name="mul")], [("x", T.INT64, [2, 4])], [("y", T.INT64, None)],
+        opset=18), True),
     ("quickgelu_float", lambda: _quick_gelu(T.FLOAT), True),
     ("quickgelu_float16", lambda: _quick_gelu(T.FLOAT16), False),  # (onnxruntime does not fuse it: Sigmoid, Muls)
 ], ids=lambda c: c if isinstance(c, str) else "")
