@@ -450,11 +450,18 @@ def _propose_for(ctx: ProposalContext, index: _GraphIndex, owner: Mapping[ir.Nod
 
 #: How onnxruntime names the values inside a function body it inlined.
 INLINED_PREFIX = "_inlfunc_"
+#: (fold_constants.INSERTED_CAST_PREFIX: the float32 copy of a float16 value the CPU session makes.)
+_COPY_PREFIX = "InsertedPrecisionFreeCast_"
+
+
+def inlined_name(name: str) -> bool:
+    """Whether *name* is a value onnxruntime named inside a function body it inlined (or its float32 copy)."""
+    return name.removeprefix(_COPY_PREFIX).startswith(INLINED_PREFIX)
 
 
 def _inlined_body(node: ir.Node) -> bool:
     """Whether *node* belongs to a function body onnxruntime inlined: it reads or makes a value named so."""
-    return any((v.name or "").startswith(INLINED_PREFIX) for v in (*node.inputs, *node.outputs) if v is not None)
+    return any(inlined_name(v.name or "") for v in (*node.inputs, *node.outputs) if v is not None)
 
 
 def _ask(ctx: ProposalContext, unit: NodeUnit, by_signature: dict[tuple, Support] | None,

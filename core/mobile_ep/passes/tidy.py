@@ -35,19 +35,22 @@ def tidy(model: ir.Model) -> ir.Model:
 
 def _written_bodies(model: ir.Model) -> None:
     """Rename the values onnxruntime named inside a function body it inlined (``_inlfunc_X`` becomes ``inlfunc_X``,
-    or another free name): node outputs and initializers, graph inputs and outputs excepted."""
-    from mobile_ep.partitioning.propose import INLINED_PREFIX
+    or another free name; their float32 copies too): node outputs and initializers, graph inputs and outputs
+    excepted."""
+    from mobile_ep.partitioning.propose import inlined_name
 
     for graph in model.graphs():
         ends = set(graph.inputs) | set(graph.outputs)
         values = [v for v in (*(v for node in graph for v in node.outputs), *graph.initializers.values())
-                  if v not in ends and (v.name or "").startswith(INLINED_PREFIX)]
+                  if v not in ends and inlined_name(v.name or "")]
         if not values:
             continue
         taken = {v.name for node in graph for v in (*node.inputs, *node.outputs) if v is not None} | \
             {v.name for v in graph.inputs} | set(graph.initializers)
         for value in values:
-            name = (value.name or "").lstrip("_")
+            full = value.name or ""
+            base = full.removeprefix("InsertedPrecisionFreeCast_")
+            name = full[:len(full) - len(base)] + base.lstrip("_")
             while name in taken:
                 name = f"{name}_"
             taken.add(name)

@@ -534,3 +534,16 @@ def test_graph_output_dequantize_after_a_layout_op_as_the_real_ep(qnn_backend, q
                         [("x", T.FLOAT, [1, 3, 5, 3])], [("y", T.FLOAT, None)],
                         [const("s", 0.05, np.float32), const("z", 0, np.int8)], opset=21)
     assert taken(qnn_backend, qnn_ep, model, f"{op} q dq output") is expected
+
+
+def test_float16_function_body_the_cpu_inlines_is_a_partition_of_its_own_as_the_real_ep(qnn_backend, qnn_ep):
+    """A float16 Softsign (no float16 kernel on the CPU, no QNN op: onnxruntime inlines it, its values float32 copies
+    named ``InsertedPrecisionFreeCast__inlfunc_...`` in the CPU session) beside a Relu the EP takes first: the body
+    is a partition of its own, as predicted."""
+    model = graph_model([helper.make_node("Softsign", ["x"], ["y"], name="op"),
+                         helper.make_node("Relu", ["z"], ["w"], name="relu")],
+                        [("x", T.FLOAT16, [2, 3, 4]), ("z", T.FLOAT, [2, 3])],
+                        [("y", T.FLOAT16, [2, 3, 4]), ("w", T.FLOAT, [2, 3])], opset=18)
+    result = run_oracle(qnn_backend, model, qnn_ep, case="float16 Softsign")
+    assert result.matches, result.diff()
+    assert len(result.real.partitions) == 2 and {"relu"} in [set(p.nodes) for p in result.real.partitions]
