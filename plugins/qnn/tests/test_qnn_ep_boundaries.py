@@ -441,6 +441,10 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
         [helper.make_node("Split", ["x"], ["s"], axis=1, num_outputs=1, name="op"),
          helper.make_node("Mul", ["s", "s"], ["y"], name="mul")], [("x", T.INT64, [2, 4])], [("y", T.INT64, None)],
         opset=18), True),
+    ("pad_reflect_wider_than_axis", lambda: _with("Pad", "f32", [1, 2, 4, 5], [
+        const("pads", [0, 0, 4, 0, 0, 0, 0, 0], np.int64)], mode="reflect"), False),
+    ("pad_reflect_axis_less_one", lambda: _with("Pad", "f32", [1, 2, 4, 5], [
+        const("pads", [0, 1, 3, 4, 0, 0, 0, 0], np.int64)], mode="reflect"), True),
     ("quickgelu_float", lambda: _quick_gelu(T.FLOAT), True),
     ("quickgelu_float16", lambda: _quick_gelu(T.FLOAT16), False),  # (onnxruntime does not fuse it: Sigmoid, Muls)
 ], ids=lambda c: c if isinstance(c, str) else "")
