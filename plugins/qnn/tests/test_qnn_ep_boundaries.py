@@ -424,6 +424,8 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
     ("resize_cubic_scales_down", lambda: _with("Resize", "f32", [1, 2, 6, 6], [
         const("roi", [], np.float32), const("scales", [1, 1, 0.5, 0.5], np.float32)], opset=13, mode="cubic"), True),
     ("topk_axis_minus2", lambda: _topk("f32", [4, 5, 5], axis=-2), False),
+    ("topk_int64_axis_0", lambda: _topk("i64", [3, 3, 5], axis=0), False),
+    ("topk_int64_last_axis", lambda: _topk("i64", [3, 3, 5], axis=2), True),
     ("topk_axis_1_of_rank3", lambda: _topk("f32", [4, 5, 5], axis=1), True),
     ("topk_float16_smallest_axis_minus2", lambda: _topk("f16", [3, 5], axis=-2, largest=0), False),
     ("topk_axis_minus1_smallest", lambda: _topk("f32", [4, 5, 5], axis=-1, largest=0), True),

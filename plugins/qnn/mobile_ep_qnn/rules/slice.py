@@ -68,12 +68,17 @@ class TopK(QnnRule):
     max_rank = 4
 
     def check(self, unit, ctx):
-        """float32, float16, int32 or int64; constant k; any axis given as -1 or not negative, largest or smallest
-        (the EP transposes the axis last and negates for the smallest); rank 4 at most."""
+        """float32, float16, int32 or int64; constant k; any axis given as -1 or not negative (int64: the last
+        only), largest or smallest (the EP transposes the axis last and negates for the smallest); rank 4 at
+        most."""
         axis = attr(unit.target, "axis", -1)
         if axis < -1:
             return Support.no(f"axis={axis}: onnxruntime-qnn 2.7 takes TopK on a negative axis only as -1 (the same "
                               "axis counted from the front is taken)")
+        rank = ctx.rank(unit.target.inputs[0])
+        if ctx.dtype(unit.target.inputs[0]) == DataType.INT64 and rank is not None and axis not in (-1, rank - 1):
+            return Support.no("int64 TopK on an axis other than the last: the QNN EP fails to create the Transpose it "
+                              "inserts")
         return SUPPORTED
 
 
