@@ -30,11 +30,12 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["KNOWN_PACKAGES", "DEFAULT_PROVIDER_OPTIONS", "EpLibrary", "EpProbe", "EpFailure", "Assignment", "installed_libraries", "probe",
-           "assignment", "compile_model", "compile_shared", "run_outputs", "node_names", "ep_names", "diagnostics"]
+           "assignment", "compile_model", "compile_shared", "run_outputs", "node_names", "taken_nodes", "graph_nodes",
+           "ep_names", "diagnostics"]
 
 #: Packages known to provide a plugin EP library: distribution name -> (module, library-path function,
 #: the EP names the library registers).
@@ -57,7 +58,12 @@ SESSION_SECONDS = 1800.0
 
 
 class EpFailure(Exception):
-    """The EP library could not answer: it did not load, crashed, hung, or refused the model (one line)."""
+    """The EP library could not answer: it did not load, crashed, hung, or refused the model (one line);
+    ``crashed``: the child process died of a signal (a crash of the EP's native code)."""
+
+    def __init__(self, message: str, *, crashed: bool = False) -> None:
+        super().__init__(message)
+        self.crashed = crashed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +79,14 @@ class EpLibrary:
     function: str = ""
     path: str = ""
 
+    @property
+    def built_in(self) -> bool:
+        """An EP built into the installed onnxruntime (no library to load: neither a path nor a function)."""
+        return not (self.path or self.function)
+
     def library_path(self) -> str:
+        if self.built_in:
+            return ""
         if self.path:
             return self.path
         module, _, function = self.function.partition(":")
@@ -183,26 +196,37 @@ def ep_names(path: str | os.PathLike, name: str = "") -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class Assignment:
-    """The nodes an EP took of a model: the names of each partition's nodes, in onnxruntime's order; and what the
-    EP said of the others, where it says it in its log (:func:`diagnostics`): by node name, and for the model."""
+    """The nodes an EP took of a model: the names of each partition's nodes, in onnxruntime's order, and their ops
+    (``ops``: the same shape, ``Conv`` or ``com.microsoft:Gelu``; a node onnxruntime made itself, e.g. of a
+    function's inlined body, has no name: its op and partition are what is known of it); and what the EP said of
+    the others, where it says it in its log (:func:`diagnostics`): by node name, and for the model."""
 
     ep_name: str
     partitions: tuple[tuple[str, ...], ...]
     reasons: Mapping[str, str] = dataclasses.field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    ops: tuple[tuple[str, ...], ...] = ()
+    #: The nodes other EPs (the CPU) took, as ``(name, op)``.
+    others: tuple[tuple[str, str], ...] = ()
 
     @property
     def nodes(self) -> frozenset[str]:
         return frozenset(name for partition in self.partitions for name in partition)
 
 
-def assignment(model: str | os.PathLike, library: EpLibrary, options: Mapping[str, str]) -> Assignment:
-    """Which nodes of *model* (a file) the EP of *library* takes with provider *options*: a session at the
-    basic optimization level, in a child process.  Raises :class:`EpFailure` when the session cannot be made."""
+def assignment(model: str | os.PathLike, library: EpLibrary, options: Mapping[str, str],
+               config: Mapping[str, str] | None = None) -> Assignment:
+    """Which nodes of *model* (a file) the EP of *library* takes with provider *options* (and session *config*
+    entries): a session at the basic optimization level, in a child process.  Raises :class:`EpFailure` when the
+    session cannot be made (``crashed`` when the EP took the child down).
+
+    The one way mobile-ep asks a real EP which nodes it takes: the ``ort:`` backends, ``check --against-ep`` and
+    the test kit's oracle (:func:`mobile_ep.testing.oracle.real_placement`) all come here."""
     answer = _child({"do": "assign", "ep": library.ep_name, "library": library.library_path(),
-                     "options": dict(options), "model": str(model)}, SESSION_SECONDS)
+                     "options": dict(options), "config": dict(config or {}), "model": str(model)}, SESSION_SECONDS)
     reasons, notes = diagnostics(answer.get("log", ""))
-    return Assignment(library.ep_name, tuple(tuple(p) for p in answer["partitions"]), reasons, notes)
+    return Assignment(library.ep_name, tuple(tuple(p) for p in answer["partitions"]), reasons, notes,
+                      tuple(tuple(p) for p in answer.get("ops", ())), tuple(tuple(n) for n in answer.get("others", ())))
 
 
 #: The QNN EP's op validation trace (at onnxruntime's verbose log level): a refused node unit, then its nodes'
@@ -264,6 +288,67 @@ def node_names(reported: Iterable[str], known: Collection[str]) -> set[str]:
     return found
 
 
+def taken_nodes(answer: Assignment, graph: Sequence[tuple[str, str, Collection[str]]]) -> dict[str, int]:
+    """The nodes of a graph the EP took, each with the index of its partition in *answer*.
+
+    *graph*: each node as ``(name, op, the names of the nodes it reads from and feeds)``.  onnxruntime reports the nodes of each EP by
+    name: a node is known by its name, or by the name a layout-transforming EP (NHWC) replaced
+    (``<name>_token_<n>``: :func:`node_names`).  A node reported by neither EP under a name of the graph (made
+    without a name, or one a layout transform re-made around the Transposes it moves) is matched by its op with
+    the unknown nodes each side reports: the side that reports an unknown node of that op, both: the side of most
+    of its neighbours; neither: the EP (the node is gone from the EP's session, folded into what it took).  Nodes
+    the EP added (its layout Transposes) are left out."""
+    names = {name for name, _, _ in graph}
+    ops = answer.ops or tuple(("",) * len(p) for p in answer.partitions)
+    where: dict[str, int] = {}
+    ep_unknown: dict[str, list[int]] = {}
+    for index, (partition, kinds) in enumerate(zip(answer.partitions, ops, strict=True)):
+        for name, op in zip(partition, kinds, strict=True):
+            found = node_names([name], names) if name else set()
+            if found:
+                where[next(iter(found))] = index
+            else:
+                ep_unknown.setdefault(op, []).append(index)
+    cpu = {next(iter(node_names([name], names))) for name, _ in answer.others if name and node_names([name], names)}
+    cpu_unknown: dict[str, int] = {}
+    for name, op in answer.others:
+        if not (name and node_names([name], names)):
+            cpu_unknown[op] = cpu_unknown.get(op, 0) + 1
+    neighbours = {name: around for name, _, around in graph}
+    left = [(name, op) for name, op, _ in graph if name not in where and name not in cpu]
+    while left:
+        def side(item: tuple[str, str]) -> int:  # (>0: the CPU, <0: the EP, 0: cannot tell yet)
+            name, op = item
+            on_ep, on_cpu = bool(ep_unknown.get(op)), cpu_unknown.get(op, 0) > 0
+            if on_ep != on_cpu:
+                return 1000 if on_cpu else -1000
+            return sum(n in cpu for n in neighbours[name]) - sum(n in where for n in neighbours[name]) if on_ep else -1
+        name, op = best = max(left, key=lambda item: abs(side(item)))
+        left.remove(best)
+        if side(best) > 0:
+            cpu_unknown[op] -= 1
+            cpu.add(name)
+        elif ep_unknown.get(op):
+            where[name] = ep_unknown[op].pop(0)
+        elif answer.partitions:
+            where[name] = -1  # (gone from the EP's session: placed with a neighbour below)
+    for name in [n for n, index in where.items() if index < 0]:
+        where[name] = next((where[n] for n in neighbours[name] if where.get(n, -1) >= 0), 0)
+    return where
+
+
+def graph_nodes(nodes: Iterable[Any]) -> list[tuple[str, str, set[str]]]:
+    """*nodes* (``onnx_ir`` nodes of one graph) as :func:`taken_nodes` reads them."""
+    def label(node: Any) -> str:
+        return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+
+    def around(node: Any) -> set[str]:
+        near = {v.producer().name or "" for v in node.inputs if v is not None and v.producer() is not None}
+        return near | {u.name or "" for v in node.outputs for u in v.consumers()}
+
+    return [(node.name or "", label(node), around(node)) for node in nodes]
+
+
 # -- the child process ----------------------------------------------------------------------------------
 _SIGNALS = {-11: "SIGSEGV", -6: "SIGABRT", -7: "SIGBUS", -4: "SIGILL", -8: "SIGFPE", -9: "SIGKILL"}
 
@@ -280,7 +365,7 @@ def _child(request: dict, seconds: float) -> dict:
         raise EpFailure(f"{request['ep']}: no answer after {seconds:.0f} s while {what}") from None
     if proc.returncode < 0:
         signal_name = _SIGNALS.get(proc.returncode, f"signal {-proc.returncode}")
-        raise EpFailure(f"{request['ep']} crashed ({signal_name}) while {what}")
+        raise EpFailure(f"{request['ep']} crashed ({signal_name}) while {what}", crashed=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = [line for line in proc.stderr.splitlines() if line.strip()][-1:] or ["no message"]
@@ -291,21 +376,27 @@ def _child(request: dict, seconds: float) -> dict:
     return answer
 
 
-def _session_options(request: dict) -> Any:
+def _session_options(request: dict) -> tuple[Any, list, list | None]:
+    """The basic-level ``SessionOptions`` with the EP of *request*, the EP's devices, and the providers to pass
+    to the session (``None``: the devices added to the options; a built-in EP: by name, then the CPU)."""
     import onnxruntime as ort
 
+    from mobile_ep import sessions
+
+    so = sessions.options(level="basic", config={k: str(v) for k, v in request.get("config", {}).items()})
+    options = {k: str(v) for k, v in request.get("options", {}).items()}
+    if not request["library"]:  # (an EP built into the installed onnxruntime)
+        found = request["ep"] in ort.get_available_providers()
+        return so, [request["ep"]] if found else [], [(request["ep"], options), "CPUExecutionProvider"]
     try:
         ort.register_execution_provider_library(request["ep"], request["library"])
     except Exception as exc:
         if "already registered" not in str(exc):
             raise
     devices = [d for d in ort.get_ep_devices() if d.ep_name == request["ep"]]
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    so.log_severity_level = 3
     if devices:
-        so.add_provider_for_devices(devices[:1], {k: str(v) for k, v in request.get("options", {}).items()})
-    return so, devices
+        so.add_provider_for_devices(devices[:1], options)
+    return so, devices, None
 
 
 def _serve(request: dict) -> dict:
@@ -316,9 +407,11 @@ def _serve(request: dict) -> dict:
         ort.register_execution_provider_library(request["ep"], request["library"])
         return {"names": sorted({d.ep_name for d in ort.get_ep_devices()} - before)}
     if request["do"] == "probe":
-        _, devices = _session_options(request)
+        _, devices, _ = _session_options(request)
         return {"devices": [f"{d.device.type.name.lower()} ({d.ep_vendor})" for d in devices]}
-    so, devices = _session_options(request)
+    from mobile_ep import sessions
+
+    so, devices, providers = _session_options(request)
     if not devices:
         return {"error": f"onnxruntime lists no device for {request['ep']}"}
     if request["do"] == "assign":
@@ -328,14 +421,18 @@ def _serve(request: dict) -> dict:
         saved = os.dup(2)
         os.dup2(log.fileno(), 2)  # (onnxruntime logs to the process's stderr)
         try:
-            session = ort.InferenceSession(request["model"], so)
+            session = sessions.open_session(request["model"], so, providers=providers)
         finally:
             os.dup2(saved, 2)
             os.close(saved)
         log.seek(0)
-        partitions = [[n.name for n in subgraph.get_nodes()] for subgraph in session.get_provider_graph_assignment_info()
-                      if subgraph.ep_name == request["ep"]]
-        return {"partitions": partitions, "log": log.read().decode(errors="replace")}
+        subgraphs = session.get_provider_graph_assignment_info()
+        taken = [subgraph.get_nodes() for subgraph in subgraphs if subgraph.ep_name == request["ep"]]
+        label = lambda n: n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}:{n.op_type}"  # noqa: E731
+        return {"partitions": [[n.name for n in nodes] for nodes in taken],
+                "ops": [[label(n) for n in nodes] for nodes in taken],
+                "others": [[n.name, label(n)] for s in subgraphs if s.ep_name != request["ep"] for n in s.get_nodes()],
+                "log": log.read().decode(errors="replace")}
     if request["do"] == "compile":
         target = pathlib.Path(request["target"])
         so.add_session_config_entry("ep.context_embed_mode", "0")
@@ -350,7 +447,7 @@ def _serve(request: dict) -> dict:
     if request["do"] == "run":
         import numpy as np
 
-        session = ort.InferenceSession(request["model"], so)
+        session = sessions.open_session(request["model"], so, providers=providers)
         with np.load(request["inputs"], allow_pickle=False) as data:
             feeds = {name: data[name] for name in data.files}
         names = [o.name for o in session.get_outputs()]

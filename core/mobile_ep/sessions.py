@@ -85,17 +85,19 @@ def lean_session_options(options):
 
 
 
-def open_session(source: str | os.PathLike | bytes, so, *, providers: Sequence[Any] = ("CPUExecutionProvider",),
+def open_session(source: str | os.PathLike | bytes, so, *, providers: Sequence[Any] | None = ("CPUExecutionProvider",),
                  disabled_optimizers: Sequence[str] | None = None):
-    """A new ``onnxruntime.InferenceSession`` of *source* (a path or a serialized model) with options *so*."""
+    """A new ``onnxruntime.InferenceSession`` of *source* (a path or a serialized model) with options *so*;
+    *providers* ``None``: the execution providers *so* was given (``SessionOptions.add_provider_for_devices``, a
+    plugin EP's devices)."""
     global _created
     import onnxruntime as ort
 
     with _lock:
         _created += 1
     extra = {"disabled_optimizers": list(disabled_optimizers)} if disabled_optimizers else {}
-    return ort.InferenceSession(source if isinstance(source, bytes) else str(source), so, providers=list(providers),
-                                **extra)
+    return ort.InferenceSession(source if isinstance(source, bytes) else str(source), so,
+                                providers=list(providers) if providers is not None else None, **extra)
 
 
 # --------------------------------------------------------------------------------------------------

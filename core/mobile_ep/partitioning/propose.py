@@ -19,6 +19,12 @@ cycle.  The walk is over *units*: a QDQ group (DequantizeLinear -> op -> Quantiz
 priority order; units a backend before took count as unsupported for those after, as ORT does for
 execution providers.  Each group is then offered to the backend's ``accept_partition``, which may drop it.
 
+The nodes of a function op's body that onnxruntime inlined (the values between them are named
+``_inlfunc_<op>_...``; :data:`INLINED_PREFIX`) are offered to an EP only after the rest: onnxruntime inlines a
+function node no EP took and partitions again, and the partitions made before are not reopened.  So the walk runs
+twice: the other units first, then the body units, each group of the second walk a partition of its own (seen
+with the real QNN EP: a Mish between two Convs it takes is three partitions).
+
 A backend's rule is asked once per node (the context's memo of answers), and a rule with
 :attr:`~mobile_ep.contract.OpRule.signature_memo` once per node *signature*
 (:meth:`~mobile_ep.partitioning.context.ProposalContext.ask`): on a big model most nodes share a signature
@@ -415,7 +421,12 @@ def _propose_for(ctx: ProposalContext, index: _GraphIndex, owner: Mapping[ir.Nod
     graph_outputs = frozenset(graph.outputs)
     partitions: list[Partition] = []
     group_values = ctx.group_values = set()
-    groups = wave_groups(units.order, units.consumers, units.in_degree, is_supported, group_values.clear)
+    late = {u for u in units.order if any(_inlined_body(index.nodes[i]) for i in units.members[u])}
+    groups = wave_groups(units.order, units.consumers, units.in_degree,
+                         lambda u: u not in late and is_supported(u), group_values.clear)
+    if late:  # (onnxruntime inlines the function nodes no EP took, then partitions their bodies)
+        groups += wave_groups(units.order, units.consumers, units.in_degree,
+                              lambda u: u in late and is_supported(u), group_values.clear)
     ctx.group_values = None
     for group in groups:
         members = [i for u in group for i in units.members[u]]
@@ -435,6 +446,22 @@ def _propose_for(ctx: ProposalContext, index: _GraphIndex, owner: Mapping[ir.Nod
         nodes = tuple(index.nodes[i] for i in sorted(members, key=index.position.__getitem__))
         partitions.append(Partition(backend.name, nodes, inputs, outputs))
     return BackendProposal(backend.name, partitions, rejected, len(index.nodes))
+
+
+#: How onnxruntime names the values inside a function body it inlined.
+INLINED_PREFIX = "_inlfunc_"
+#: (fold_constants.INSERTED_CAST_PREFIX: the float32 copy of a float16 value the CPU session makes.)
+_COPY_PREFIX = "InsertedPrecisionFreeCast_"
+
+
+def inlined_name(name: str) -> bool:
+    """Whether *name* is a value onnxruntime named inside a function body it inlined (or its float32 copy)."""
+    return name.removeprefix(_COPY_PREFIX).startswith(INLINED_PREFIX)
+
+
+def _inlined_body(node: ir.Node) -> bool:
+    """Whether *node* belongs to a function body onnxruntime inlined: it reads or makes a value named so."""
+    return any(inlined_name(v.name or "") for v in (*node.inputs, *node.outputs) if v is not None)
 
 
 def _ask(ctx: ProposalContext, unit: NodeUnit, by_signature: dict[tuple, Support] | None,

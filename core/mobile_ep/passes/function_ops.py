@@ -95,7 +95,9 @@ def _inlined(node: onnx.NodeProto, producer: dict[str, str]) -> bool:
     """Whether onnxruntime replaced *node* by its body: each of its outputs is made by a node of another op
     (a body keeps the outputs' names; a folded node's outputs are constants, a kept one's made by its op)."""
     outputs = [o for o in node.output if o]
-    return bool(outputs) and all(o in producer and producer[o] != node.op_type for o in outputs)
+    copy = "InsertedPrecisionFreeCast_"  # (fold_constants.INSERTED_CAST_PREFIX: a float16 output's float32 copy)
+    made = [o if o in producer else copy + o for o in outputs]
+    return bool(outputs) and all(o in producer and producer[o] != node.op_type for o in made)
 
 
 def _typed(*models: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:

@@ -8,15 +8,18 @@ real thing, case by case.  :func:`run_oracle` does, for one model:
    onnxruntime's basic optimizations on the CPU: that basic-level graph is what the EP is asked about;
 2. the backend's prediction: :func:`mobile_ep.partitioning.propose.propose` over that graph (ORT's
    partitioning, no cost model: the EP has none);
-3. the real placement: a session with the EP, at the basic level, with ORT's EPContext output on
-   (``ep.context_enable=1``, ``ep.context_embed_mode=0``).  The model ORT writes holds one
-   ``com.microsoft:EPContext`` node per partition the EP compiled, and every node it did not take as it
-   was: the nodes taken are the basic graph's nodes that are gone (a node is known by the values it
-   produces: nodes onnxruntime makes itself, e.g. a function op's inlined body, have no name), each
-   partition is known by its outputs.  When the EP takes nothing ORT writes no file;
+3. the real placement: the EP is asked which nodes it takes of the named model, as the ``ort:`` backends and
+   ``check --against-ep`` ask it (:func:`mobile_ep.ep_libraries.assignment`: a session at the basic level in a
+   child process, with ``session.record_ep_graph_assignment_info=1``; onnxruntime reports each partition's
+   nodes by name and op, and the CPU's).  The nodes reported are named as in the basic-level graph
+   (:func:`mobile_ep.ep_libraries.taken_nodes`, as the ``ort:`` backends do): by name, by the name a
+   layout-transforming EP replaced, and a node reported under no name of the graph (a function op's inlined
+   body, a node a layout transform re-made) by its op.  A partition's outputs are the values its nodes produce that are
+   graph outputs or read outside it.  (No EPContext model is written: onnxruntime-qnn fails some sessions
+   only when asked for one.)
 4. the two are compared: nodes predicted but left on the CPU, nodes taken but not predicted (with the
    backend's reason), and the partitions: as many, each producing the same graph outputs (a real partition
-   that only copies values the CPU computes, made of nodes ORT or the EP added, is left out).  The Casts
+   made only of nodes the EP added, e.g. its layout Transposes, is left out).  The Casts
    the CPU-only session inserts after partitioning, around CPU kernels without float16
    (``InsertedPrecisionFreeCast_...``), where :func:`mobile_ep.passes.fold_constants.ort_optimized` could
    not take them out again, are left out of the comparison: the EP is never offered them, whatever the
@@ -46,7 +49,6 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-import onnx
 import onnx_ir as ir
 
 from mobile_ep.contract import Backend, op_label
@@ -56,7 +58,6 @@ from mobile_ep.passes.fold_constants import INSERTED_CAST_PREFIX
 __all__ = [
     "EP_CRASHED",
     "ExecutionProvider",
-    "CpuNode",
     "RealPartition",
     "RealPlacement",
     "OracleResult",
@@ -64,9 +65,6 @@ __all__ = [
     "real_placement",
     "run_oracle",
 ]
-
-EP_CONTEXT_OP = "EPContext"
-EP_CONTEXT_DOMAIN = "com.microsoft"
 
 _registered: dict[str, str] = {}
 _lock = threading.Lock()
@@ -89,7 +87,7 @@ def register_ep_library(name: str, path: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class ExecutionProvider:
-    """An onnxruntime execution provider as the oracle opens sessions with it.
+    """An onnxruntime execution provider as the oracle asks it.
 
     ``library``: for a plugin EP, the shared library to register (the devices whose ``ep_name`` is
     ``name`` are then used); ``None`` for an EP built into the installed onnxruntime.
@@ -100,15 +98,20 @@ class ExecutionProvider:
     library: str | None = None
     session_config: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
+    def ep_library(self) -> Any:
+        """This EP as :mod:`mobile_ep.ep_libraries` asks it (:class:`mobile_ep.ep_libraries.EpLibrary`)."""
+        from mobile_ep.ep_libraries import EpLibrary
+
+        return EpLibrary(self.name, path=self.library or "")
+
     def session_options(self) -> Any:
-        """A ``SessionOptions`` at the basic optimization level with this EP added (registering it first)."""
+        """A ``SessionOptions`` at the basic optimization level with this EP added (registering it first), for a
+        session made in this process (:meth:`session`: compiling, running a compiled model)."""
         import onnxruntime as ort
 
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        so.log_severity_level = 3
-        for key, value in self.session_config.items():
-            so.add_session_config_entry(key, str(value))
+        from mobile_ep import sessions
+
+        so = sessions.options(level="basic", config={k: str(v) for k, v in self.session_config.items()})
         if self.library is not None:
             register_ep_library(self.name, self.library)
             devices = [d for d in ort.get_ep_devices() if d.ep_name == self.name][:1]
@@ -118,124 +121,56 @@ class ExecutionProvider:
         return so
 
     def session(self, model: str | bytes, so: Any = None) -> Any:
-        """An ``InferenceSession`` of *model* (a path or serialized bytes) on this EP."""
-        import onnxruntime as ort
+        """An ``InferenceSession`` of *model* (a path or serialized bytes) on this EP, made in this process through
+        :func:`mobile_ep.sessions.open_session`."""
+        from mobile_ep import sessions
 
         so = so if so is not None else self.session_options()
-        if self.library is not None:
-            return ort.InferenceSession(model, so)
-        return ort.InferenceSession(model, so, providers=[(self.name, dict(self.options)), "CPUExecutionProvider"])
+        providers = None if self.library is not None else [(self.name, dict(self.options)), "CPUExecutionProvider"]
+        return sessions.open_session(model, so, providers=providers)
 
 
 @dataclasses.dataclass(frozen=True)
 class RealPartition:
-    """One partition the real EP compiled: its EPContext node's name, inputs, outputs and attributes."""
+    """One partition the real EP took: its nodes (named as in the basic-level graph) and the values it reads and
+    produces (as the basic-level graph has them)."""
 
-    name: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    attributes: Mapping[str, Any]
-
-
-@dataclasses.dataclass(frozen=True)
-class CpuNode:
-    """A node the real EP left on the CPU, as the EPContext model has it."""
-
-    name: str
-    op_type: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
+    nodes: tuple[str, ...]
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
 class RealPlacement:
-    """What the real EP took of a model: partitions, node names left on the CPU, or the session's error."""
+    """What the real EP took of a model: its partitions and the nodes left on the CPU, or the session's error.
+
+    ``reported``: the EP's answer as onnxruntime gave it (:class:`mobile_ep.ep_libraries.Assignment`: node names
+    and ops by partition), before :func:`run_oracle` names its nodes as the basic-level graph does."""
 
     partitions: list[RealPartition]
     cpu_nodes: set[str]
     error: str | None = None
-    #: The EPContext model ORT wrote (``None`` when the EP took nothing or the session failed).
-    context_model: pathlib.Path | None = None
-    #: Each node left on the CPU, in the written model's order.
-    cpu_graph: list[CpuNode] = dataclasses.field(default_factory=list)
+    reported: Any = None
 
 
-def _ep_context_attributes(node: onnx.NodeProto) -> dict[str, Any]:
-    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-
-
-def real_placement(model: str | pathlib.Path, ep: ExecutionProvider, workdir: str | pathlib.Path, *,
-                   keep: bool = False, isolated: bool = False) -> RealPlacement:
-    """Open *model* with *ep* at the basic level, EPContext output on, and read what it took.
-
-    With ``keep`` the EPContext model and its context files stay in *workdir* (``context.onnx``).  With
-    ``isolated`` the session is created in a child process, so that an EP that crashes (a segmentation fault in
-    its native code) gives a placement whose :attr:`RealPlacement.error` says so instead of ending this process.
-    """
-    if isolated:
-        return _in_child(model, ep, workdir, keep)
-    work = pathlib.Path(workdir)
-    work.mkdir(parents=True, exist_ok=True)
-    out = work / "context.onnx"
-    for stale in work.glob("context*"):  # (an EP that takes nothing writes nothing: never read an old file)
-        stale.unlink()
-    so = ep.session_options()
-    so.add_session_config_entry("ep.context_enable", "1")
-    so.add_session_config_entry("ep.context_file_path", str(out))
-    so.add_session_config_entry("ep.context_embed_mode", "0")
-    try:
-        ep.session(str(model), so)
-    except Exception as exc:
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        return RealPlacement([], set(), error=text)
-    if not out.exists():
-        return RealPlacement([], set(), context_model=None)
-    written = onnx.load(str(out), load_external_data=False)
-    partitions = []
-    cpu = set()
-    cpu_graph = []
-    for node in written.graph.node:
-        if node.op_type == EP_CONTEXT_OP and node.domain == EP_CONTEXT_DOMAIN:
-            partitions.append(RealPartition(node.name, tuple(node.input), tuple(node.output),
-                                            _ep_context_attributes(node)))
-        else:
-            cpu.add(node.name)
-            cpu_graph.append(CpuNode(node.name, node.op_type, tuple(node.input), tuple(node.output)))
-    if not keep:
-        for path in work.glob("context*"):
-            path.unlink()
-        out = None  # type: ignore[assignment]
-    return RealPlacement(partitions, cpu, context_model=out, cpu_graph=cpu_graph)
-
-
-#: The error of a placement whose EP crashed the child process creating the session (``isolated``).
+#: The error of a placement whose EP crashed the child process creating the session.
 EP_CRASHED = "the execution provider crashed while the session was created"
 
 
-def _child(model: str, ep: ExecutionProvider, workdir: str, keep: bool) -> None:
-    import pickle
+def real_placement(model: str | pathlib.Path, ep: ExecutionProvider) -> RealPlacement:
+    """Which nodes of *model* (a file) *ep* takes, as onnxruntime reports them (the session config entry
+    ``session.record_ep_graph_assignment_info``), asked by :func:`mobile_ep.ep_libraries.assignment` in a child
+    process at the basic level: an EP that crashes gives a placement whose :attr:`RealPlacement.error` starts
+    with :data:`EP_CRASHED`, a session that fails one with onnxruntime's message.  The partitions hold the
+    names the EP reports (:func:`run_oracle` maps them onto the basic-level graph)."""
+    from mobile_ep import ep_libraries
 
-    placement = real_placement(model, ep, workdir, keep=keep)
-    (pathlib.Path(workdir) / "placement.pickle").write_bytes(pickle.dumps(placement))
-
-
-def _in_child(model: str | pathlib.Path, ep: ExecutionProvider, workdir: str | pathlib.Path,
-              keep: bool) -> RealPlacement:
-    import multiprocessing
-    import pickle
-
-    work = pathlib.Path(workdir)
-    work.mkdir(parents=True, exist_ok=True)
-    result = work / "placement.pickle"
-    result.unlink(missing_ok=True)
-    process = multiprocessing.get_context("spawn").Process(target=_child, args=(str(model), ep, str(work), keep))
-    process.start()
-    process.join()
-    if process.exitcode != 0 or not result.exists():
-        return RealPlacement([], set(), error=f"{EP_CRASHED} (exit code {process.exitcode})")
-    placement = pickle.loads(result.read_bytes())  # (written by the child just now, from our own classes)
-    result.unlink()
-    return placement
+    try:
+        answer = ep_libraries.assignment(model, ep.ep_library(), ep.options, ep.session_config)
+    except ep_libraries.EpFailure as exc:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        return RealPlacement([], set(), error=f"{EP_CRASHED}: {text}" if exc.crashed else text)
+    return RealPlacement([RealPartition(p) for p in answer.partitions], set(), reported=answer)
 
 
 @dataclasses.dataclass
@@ -252,8 +187,6 @@ class OracleResult:
     reasons: dict[str, str]
     predicted_outputs: list[tuple[str, ...]]
     real: RealPlacement
-    #: The node of the basic-level graph producing each value.
-    producers: dict[str, str] = dataclasses.field(default_factory=dict)
     #: The names of the graph's outputs.
     graph_outputs: frozenset[str] = frozenset()
     #: Nodes of the basic-level graph onnxruntime inserted after partitioning (:data:`INSERTED_CAST_PREFIX`):
@@ -273,15 +206,8 @@ class OracleResult:
 
     @property
     def real_nodes(self) -> set[str]:
-        """The basic graph's nodes the real EP took (gone from the EPContext model)."""
-        if not self.real.partitions:
-            return set()
-        return set(self.nodes) - self.real.cpu_nodes - self.inserted
-
-    @property
-    def unexpected_cpu_nodes(self) -> set[str]:
-        """Nodes of the real session's CPU part that are not in the basic graph (made by the EP's transforms)."""
-        return self.real.cpu_nodes - set(self.nodes)
+        """The basic graph's nodes the real EP took."""
+        return {n for p in self.real.partitions for n in p.nodes} - self.inserted
 
     @property
     def over_claimed(self) -> set[str]:
@@ -293,15 +219,7 @@ class OracleResult:
         """Taken by the real EP, predicted to stay on the CPU."""
         return self.real_nodes - self.predicted_nodes
 
-    @property
-    def copy_partitions(self) -> list[RealPartition]:
-        """Real partitions holding none of the basic graph's nodes: every value they produce is computed by a node
-        the EP left on the CPU (ORT or the EP added a node of its own there, e.g. for a graph output)."""
-        return [p for p in self.real.partitions
-                if p.outputs and all(self.producers.get(o) in self.real.cpu_nodes for o in p.outputs)]
-
     def _keys(self, outputs: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
-        # (a set: onnxruntime-qnn may list a graph output twice among a partition's outputs)
         return sorted(tuple(sorted({o for o in out if o in self.graph_outputs})) for out in outputs)
 
     @property
@@ -309,12 +227,8 @@ class OracleResult:
         """As many partitions, each producing the same graph outputs.
 
         (Values between partitions and the CPU are not compared by name: the layout transform of an NHWC EP
-        may move where a transpose sits, and with it which value crosses the boundary.  A graph output a real
-        partition lists as an input too is passed through, not produced by it: onnxruntime-qnn lists a graph
-        output a CPU node makes among the outputs of a partition reading it.)"""
-        copies = {id(p) for p in self.copy_partitions}
-        real = [tuple(o for o in p.outputs if o not in p.inputs) for p in self.real.partitions if id(p) not in copies]
-        return self._keys(self._predicted_outputs()) == self._keys(real)
+        may move where a transpose sits, and with it which value crosses the boundary.)"""
+        return self._keys(self._predicted_outputs()) == self._keys([p.outputs for p in self.real.partitions])
 
     def _predicted_outputs(self) -> list[tuple[str, ...]]:
         """The outputs of each predicted partition holding more than inserted Casts."""
@@ -324,8 +238,7 @@ class OracleResult:
     @property
     def matches(self) -> bool:
         """Same nodes taken, same partitions (by their outputs); a session that failed to build never matches."""
-        return (self.built and not self.over_claimed and not self.under_claimed and self.partitions_match
-                and not self.unexpected_cpu_nodes)
+        return self.built and not self.over_claimed and not self.under_claimed and self.partitions_match
 
     def diff(self) -> str:
         """What differs, one line per node or partition, naming each node and its op."""
@@ -339,12 +252,9 @@ class OracleResult:
             reason = self.reasons.get(name, "")
             lines.append(f"+ {self.nodes.get(name, '?')} node {name!r}: the real {self.ep} takes it, {self.backend} "
                          f"predicts the CPU" + (f" ({reason})" if reason else ""))
-        for name in sorted(self.unexpected_cpu_nodes):
-            lines.append(f"! node {name!r} runs on the CPU in the real session but is not in the basic-level graph")
         if not self.partitions_match:
             predicted = [sorted(o) for o in self._predicted_outputs()]
-            copies = {id(p) for p in self.copy_partitions}
-            real = [sorted(p.outputs) for p in self.real.partitions if id(p) not in copies]
+            real = [sorted(p.outputs) for p in self.real.partitions]
             lines.append(f"~ partitions: {self.backend} predicts {len(predicted)} producing {predicted}, the real "
                          f"{self.ep} made {len(real)} producing {real}")
         if not lines:
@@ -375,13 +285,12 @@ def _named(model: Any) -> ir.Model:
 
 
 def run_oracle(backend: Backend, model: Any, ep: ExecutionProvider, *, case: str | None = None,
-               workdir: str | pathlib.Path | None = None, keep: bool = False, isolated: bool = False) -> OracleResult:
+               workdir: str | pathlib.Path | None = None) -> OracleResult:
     """Compare *backend*'s prediction for *model* (an ``onnx.ModelProto``, a path or an IR model) with *ep*.
 
-    The session is only created, never run.  ``workdir`` keeps the files (the named model
-    ``model.onnx``, the basic-level ``optimized.onnx`` and, with ``keep``, the EPContext model).  ``isolated``:
-    the real session in a child process (see :func:`real_placement`); a crash of the EP is then a result
-    whose :attr:`OracleResult.built` is false, its error :data:`EP_CRASHED`.
+    The session is only created, never run, in a child process (:func:`real_placement`): a crash of the EP is
+    a result whose :attr:`OracleResult.built` is false, its error starting with :data:`EP_CRASHED`.
+    ``workdir`` keeps the files (the named model ``model.onnx``, the basic-level ``optimized.onnx``).
     """
     from mobile_ep import model_io as mir
     from mobile_ep.passes import fold_constants
@@ -390,7 +299,8 @@ def run_oracle(backend: Backend, model: Any, ep: ExecutionProvider, *, case: str
     with tempfile.TemporaryDirectory(prefix="mobile-ep-oracle-") as tmp:
         work = pathlib.Path(workdir) if workdir is not None else pathlib.Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        path = mir.save(_named(model), work / "model.onnx")
+        named = _named(model)
+        path = mir.save(named, work / "model.onnx")
         basic = mir.load(fold_constants.ort_optimized(path, work, backends=[backend]), check=False)
         found: Proposal = propose(basic, [backend])
         mine = found.per_backend[backend.name]
@@ -398,29 +308,39 @@ def run_oracle(backend: Backend, model: Any, ep: ExecutionProvider, *, case: str
         reasons = {n.name or "": reason for n, reason in mine.rejected.items()}
         predicted = [[n.name or "" for n in p.nodes] for p in mine.partitions]
         outputs = [tuple(name for v in p.outputs for name in _through_inserted_casts(v)) for p in mine.partitions]
-        placement = real_placement(path, ep, work, keep=keep, isolated=isolated)
-        real = _named_cpu_nodes(_named_values(placement, basic.graph), basic.graph)
-        producers = {v.name or "": n.name or "" for n in basic.graph for v in n.outputs}
+        real = _on_basic_graph(real_placement(path, ep), basic.graph)
         inserted = frozenset(name for name, op in nodes.items() if name.startswith(INSERTED_CAST_PREFIX) and op == "Cast")
-        return OracleResult(label, backend.name, ep.name, nodes, predicted, reasons, outputs, real, producers,
+        return OracleResult(label, backend.name, ep.name, nodes, predicted, reasons, outputs, real,
                             frozenset(v.name or "" for v in basic.graph.outputs), inserted)
 
 
-def _named_values(real: RealPlacement, graph: ir.Graph) -> RealPlacement:
-    """The placement with the values at partition boundaries named as in *graph*.
+def _on_basic_graph(real: RealPlacement, graph: ir.Graph) -> RealPlacement:
+    """The placement with its partitions' nodes named as in the basic-level *graph*
+    (:func:`mobile_ep.ep_libraries.taken_nodes`), each with the values it reads and produces there, and the
+    graph's other nodes on the CPU; a partition of nothing but nodes the EP added is left out."""
+    from mobile_ep.ep_libraries import graph_nodes, taken_nodes
 
-    The EPContext model may name a value a partition produces (and its readers) after the node producing it
-    (``Conv_3`` for the value ``conv2``): such a name is mapped back to the node's output.
-    """
-    values = {v.name for n in graph for v in n.outputs}
-    by_node = {n.name: n.outputs[0].name for n in graph if n.name and len(n.outputs) == 1 and n.outputs[0].name}
-
-    def value(name: str) -> str:
-        return name if name in values or name not in by_node else by_node[name] or name
-
-    real.partitions = [dataclasses.replace(p, inputs=tuple(value(n) for n in p.inputs),
-                                           outputs=tuple(value(n) for n in p.outputs)) for p in real.partitions]
+    if real.reported is None:
+        return real
+    nodes = [n for n in graph if not (n.name or "").startswith(INSERTED_CAST_PREFIX)]
+    where = taken_nodes(real.reported, graph_nodes(nodes))
+    partitions = [{n for n, i in where.items() if i == index} for index in range(len(real.reported.partitions))]
+    real.partitions = [_partition(graph, p) for p in partitions if p]
+    real.cpu_nodes = {n.name or "" for n in graph} - set(where)
     return real
+
+
+def _partition(graph: ir.Graph, names: set[str]) -> RealPartition:
+    """The partition of *graph*'s nodes *names*: the values it reads from outside, and those it produces that are
+    graph outputs or read outside (through the Casts onnxruntime inserted after partitioning)."""
+    members = [n for n in graph if (n.name or "") in names]
+    outputs = set(graph.outputs)
+    inputs = {v.name or "" for n in members for v in n.inputs
+              if v is not None and (v.producer() is None or (v.producer().name or "") not in names)}
+    made = [name for n in members for v in n.outputs
+            if v in outputs or any((u.name or "") not in names for u in v.consumers())
+            for name in _through_inserted_casts(v)]
+    return RealPartition(tuple(sorted(names)), tuple(sorted(inputs)), tuple(dict.fromkeys(made)))
 
 
 def _through_inserted_casts(value: ir.Value) -> list[str]:
@@ -431,35 +351,3 @@ def _through_inserted_casts(value: ir.Value) -> list[str]:
         if (user.name or "").startswith(INSERTED_CAST_PREFIX) and user.op_type == "Cast":
             names.extend(_through_inserted_casts(user.outputs[0]))
     return names
-
-
-def _named_cpu_nodes(real: RealPlacement, graph: ir.Graph) -> RealPlacement:
-    """The placement with each CPU node named as the basic-level graph's node producing the same values.
-
-    Names are given to the nodes of the model before onnxruntime opens it, but the nodes onnxruntime makes
-    while it opens the model (the body of a function op it inlines, ``_inlfunc_...`` values) have no name,
-    in the basic-level graph as in the EPContext model: the values a node produces identify it in both.  A
-    CPU node producing none of the basic graph's values keeps its name (``op type -> first output`` when it
-    has none): a node the EP or ORT added.  A value the basic graph has a Cast onnxruntime inserted after
-    partitioning produce (:data:`INSERTED_CAST_PREFIX`) is, in the EPContext model, produced by the node
-    before that Cast; a value the basic graph has only as its float32 copy, by the node producing the copy.
-    A node whose values the basic graph names otherwise (a Cast onnxruntime merged with one it inserted, which
-    core puts back under a name of its own) is found by its op and inputs.
-    """
-    producers = {v.name: n for n in graph for v in n.outputs if v.name}
-
-    def producer(value: str) -> str | None:
-        node = producers.get(value, producers.get(INSERTED_CAST_PREFIX + value))  # (its float32 copy)
-        while node is not None and (node.name or "").startswith(INSERTED_CAST_PREFIX) and node.inputs[0] is not None:
-            node = producers.get(node.inputs[0].name or "")
-        return None if node is None else node.name or ""
-
-    by_inputs = {(n.op_type, tuple(v.name if v is not None else "" for v in n.inputs)): n.name or "" for n in graph}
-    cpu = set()
-    for node in real.cpu_graph:
-        found = next((p for p in map(producer, node.outputs) if p is not None), None)
-        if found is None:  # (a Cast core put back, under a name of its own)
-            found = by_inputs.get((node.op_type, node.inputs))
-        cpu.add(found if found is not None else node.name or f"{node.op_type} -> {next(iter(node.outputs), '')}")
-    real.cpu_nodes = cpu
-    return real

@@ -132,7 +132,7 @@ class PluginEpBackend(Backend):
             return dict.fromkeys(graph, answer)
         ep = self.library.ep_name
         known = {node.name for node in graph}
-        taken = libraries.node_names(answer.nodes, known)
+        taken = set(libraries.taken_nodes(answer, libraries.graph_nodes(graph)))
         reasons = {next(iter(libraries.node_names([name], known)), name): why for name, why in answer.reasons.items()}
         otherwise = f"not taken by {ep}; it says: {'; '.join(answer.notes)}" if answer.notes else \
             f"not taken by {ep} (the EP gives no reason)"

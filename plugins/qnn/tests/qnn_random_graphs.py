@@ -10,6 +10,8 @@ onnxruntime's CPU EP does not load is dropped (``None``).  Each node is named ``
 
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import onnx
 from onnx import TensorProto as T
@@ -781,24 +783,44 @@ def loads(model: onnx.ModelProto) -> bool:
 # -- running graphs against the real EP ------------------------------------------------------------------------------
 def judge(seed: int, backend, ep, max_nodes: int = 8) -> dict | None:
     """Graph *seed* through the oracle: ``None`` when the graph is dropped, else whether the real EP built it, whether
-    the prediction matches, each node's op and whether its placement agrees, and the diff."""
+    the prediction matches, each node's op and whether its placement agrees, and the diff; ``internal``: the line of
+    ``mobile-ep check --ep qnn`` on the graph when it ends in an internal error (else empty)."""
     from mobile_ep.errors import ModelError
     from mobile_ep.testing import run_oracle
 
     model = random_graph(seed, max_nodes)
     if model is None:
         return None
+    internal = _check_internal_error(model)
     try:
         result = run_oracle(backend, model, ep, case=f"graph {seed}")
     except ModelError as exc:
-        return {"seed": seed, "built": False, "error": f"mobile-ep: {exc}", "matches": False, "nodes": []}
+        return {"seed": seed, "built": False, "error": f"mobile-ep: {exc}", "matches": False, "nodes": [],
+                "internal": internal}
     except Exception as exc:  # a defect of mobile-ep itself: reported, not hidden
-        return {"seed": seed, "built": True, "matches": False, "nodes": [],
+        return {"seed": seed, "built": True, "matches": False, "nodes": [], "internal": internal,
                 "diff": f"graph {seed}: mobile-ep raised {type(exc).__name__}: {exc}"}
     wrong = result.over_claimed | result.under_claimed if result.built else set()
     return {"seed": seed, "built": result.built, "matches": result.matches, "error": result.real.error,
             "nodes": [(op, name not in wrong) for name, op in result.nodes.items()],
-            "diff": "" if result.matches else result.diff()}
+            "diff": "" if result.matches else result.diff(), "internal": internal}
+
+
+def _check_internal_error(model: onnx.ModelProto) -> str:
+    """``mobile-ep check --ep qnn`` on *model*: its internal-error line, or ``""`` when it ends otherwise."""
+    import tempfile
+
+    from click.testing import CliRunner
+
+    from mobile_ep.cli.main import main
+
+    with tempfile.TemporaryDirectory(prefix="mobile-ep-random-") as work:
+        path = pathlib.Path(work) / "graph.onnx"
+        onnx.save(model, path)
+        run = CliRunner().invoke(main, ["check", str(path), "--ep", "qnn", "-O", "qnn.soc_model=60"])
+    if run.exception is not None and not isinstance(run.exception, SystemExit):
+        return f"{type(run.exception).__name__}: {run.exception}"
+    return next((line for line in run.output.splitlines() if "internal error" in line), "")
 
 
 def _worker(seeds, results, max_nodes):

@@ -33,10 +33,15 @@ LIGHT = sorted((pathlib.Path(onnx.backend.test.__file__).parent / "data" / "ligh
 
 #: Node cases where the prediction still differs from the real EP, each with why.  Each is run: it must still
 #: differ (then it is reported as an expected failure), so a case that starts to match fails until removed here.
-KNOWN: dict[str, str] = {}
-#: Cases whose session crashes onnxruntime-qnn 2.7 (a segmentation fault in session creation): their real
-#: session is created in a child process, and a crash is reported as a skip naming it.
-CRASHES = ("stft",)
+KNOWN: dict[str, str] = {
+    "test_sce_none": "SoftmaxCrossEntropyLoss inlined with NegativeLogLikelihoodLoss inside it: onnxruntime inlines the "
+                     "inner body in a later pass, not constant-folded, and reports its nodes without names; the oracle "
+                     "matches them by op and places a Reshape and a GatherElements on the wrong side",
+    "test_sce_none_log_prob_expanded": "the inner NegativeLogLikelihoodLoss body, inlined in a later pass, is one more "
+                                       "partition for the real EP (nested inlining is not modelled)",
+}
+#: (A case whose session crashes onnxruntime-qnn 2.7, a segmentation fault in session creation, e.g. ONNX's STFT
+#: case: the oracle asks the EP in a child process, and the crash is reported as a skip naming it.)
 
 
 def _check(result):
@@ -67,19 +72,23 @@ def test_function_ops_the_ep_takes_whole(qnn_backend, qnn_ep):
     assert {"GroupNormalization", "HardSwish", "CastLike"} <= {result.nodes[n] for n in result.predicted_nodes}
 
 
-@pytest.mark.parametrize(("name", "op", "error"), [("groupnorm_silu", "GroupNormalization", "NHWC format"),
-                                                   ("mish_relu", "Mish", "INVALID_GRAPH")])
-def test_function_op_feeding_a_node_fails_the_real_session_until_converted(qnn_backend, qnn_ep, tmp_path, name, op,
-                                                                          error):
-    """onnxruntime-qnn 2.7 fails the session of a model whose GroupNormalization (it takes it, then refuses it in
-    NHWC layout, the file not declaring its output's shape) or Mish (it takes the body onnxruntime inlines)
-    feeds another node.  The backend does not take them whole, so convert writes their bodies; the real EP
-    takes all of that file, as predicted, and its result is verified."""
+@pytest.mark.parametrize(("name", "op"), [("groupnorm_silu", "GroupNormalization"), ("mish_relu", "Mish")])
+def test_function_op_feeding_a_node_is_one_partition_once_converted(qnn_backend, qnn_ep, tmp_path, name, op):
+    """A model whose GroupNormalization or Mish feeds another node.  onnxruntime-qnn 2.7 fails the session of the
+    GroupNormalization model (it takes the node, then refuses it in NHWC layout, the file not declaring its output's
+    shape).  Of the Mish model it takes every node, in three partitions, as predicted: onnxruntime inlines Mish only
+    after the EP took the Convs, and the body becomes a partition of its own.  The backend does not take either op whole, so convert writes their
+    bodies; the real EP takes all of that file in one partition, as predicted, and its result is verified."""
     from mobile_ep import pipeline
 
     model = qnn_models.function_op_cnn(silu=True) if name == "groupnorm_silu" else qnn_models.mish_block()
     original = run_oracle(qnn_backend, model, qnn_ep, case=name)
-    assert not original.built and error in original.real.error
+    if op == "GroupNormalization":
+        assert not original.built and "NHWC format" in original.real.error
+    else:
+        _check(original)
+        assert not original.real.cpu_nodes and len(original.real.partitions) == len(original.predicted) == 3
+        assert ["Softplus", "Tanh", "Mul"] in [list(p) for p in original.real.reported.ops]
     path = tmp_path / "model.onnx"
     onnx.save(model, path)
     report = pipeline.convert(path, "qnn", tmp_path / "out")
@@ -227,23 +236,21 @@ def test_a_cast_merged_with_an_inserted_one_is_put_back(qnn_backend, qnn_ep):
     assert result.nodes[restored] == "Cast" and restored in result.real.cpu_nodes
 
 
-def test_a_graph_output_a_partition_passes_through_is_not_its_own(qnn_backend, qnn_ep):
-    """onnxruntime-qnn lists a graph output a CPU node makes among the inputs and outputs of a partition: the
-    partitions are compared by the values they produce."""
+def test_a_graph_output_a_cpu_node_makes_is_not_a_partitions(qnn_backend, qnn_ep):
+    """A graph output a CPU node makes (``erf23``; in an EPContext model onnxruntime-qnn lists it among a partition's
+    inputs and outputs): the partitions are compared by the values their nodes produce."""
     result = run_oracle(qnn_backend, qnn_models.passthrough_output_graph(), qnn_ep, case="passthrough")
     _check(result)
-    assert any("erf23" in p.inputs and "erf23" in p.outputs for p in result.real.partitions)
+    assert result.real.partitions and not any("erf23" in p.outputs for p in result.real.partitions)
 
 
-def test_an_ep_that_crashes_is_reported_when_isolated(qnn_backend, qnn_ep):
-    """onnxruntime-qnn 2.7 crashes (segmentation fault) creating a session of ONNX's STFT case: in a child
-    process that is a result saying so; a case that builds gives the same result isolated or not."""
-    crashed = run_oracle(qnn_backend, _case("test_stft"), qnn_ep, case="stft", isolated=True)
-    assert not crashed.built and crashed.real.error.startswith(EP_CRASHED) and "-11" in crashed.real.error
-    model = qnn_models.small_cnn()
-    isolated = run_oracle(qnn_backend, model, qnn_ep, case="small_cnn", isolated=True)
-    _check(isolated)
-    assert isolated.as_dict() == run_oracle(qnn_backend, model, qnn_ep, case="small_cnn").as_dict()
+def test_an_ep_that_crashes_is_a_result(qnn_backend, qnn_ep):
+    """onnxruntime-qnn 2.7 crashes (segmentation fault) creating a session of ONNX's STFT case: the oracle asks the
+    EP in a child process, so that is a result saying so, and the next case is judged as usual."""
+    crashed = run_oracle(qnn_backend, _case("test_stft"), qnn_ep, case="stft")
+    assert not crashed.built and crashed.real.error.startswith(EP_CRASHED) and "SIGSEGV" in crashed.real.error
+    assert "did not build a session" in crashed.diff()
+    _check(run_oracle(qnn_backend, qnn_models.small_cnn(), qnn_ep, case="small_cnn"))
 
 
 def _node_cases():
@@ -262,8 +269,7 @@ def _node_cases():
 def test_node_case_as_the_real_ep(qnn_backend, qnn_ep, case):
     try:
         model = load_case(case)
-        result = run_oracle(qnn_backend, model, qnn_ep, case=case.name,
-                            isolated=any(word in case.name for word in CRASHES))
+        result = run_oracle(qnn_backend, model, qnn_ep, case=case.name)
     except ModelError as exc:
         pytest.skip(f"onnxruntime's CPU EP cannot load the case: {exc}")
     if not result.built and result.real.error.startswith(EP_CRASHED):
@@ -326,7 +332,8 @@ def test_converted_model_is_taken_whole_by_the_real_ep(qnn_backend, qnn_ep, tmp_
 
 def test_independent_random_graphs_as_the_real_ep():
     """Graphs of the independent generator, each judged in a child process (onnxruntime-qnn crashes on some): the
-    prediction matches the real EP on at least INDEPENDENT_AGREEMENT of the graphs it builds.  The per-op agreement
+    prediction matches the real EP on at least INDEPENDENT_AGREEMENT of the graphs it builds, and ``mobile-ep check
+    --ep qnn`` ends in no internal error on any of them.  The per-op agreement
     report is printed (``pytest -rP`` shows it)."""
     from qnn_random_graphs import agreement_report, run_graphs
 
@@ -334,16 +341,17 @@ def test_independent_random_graphs_as_the_real_ep():
     text, share, built = agreement_report(results)
     print(text)
     assert built >= INDEPENDENT_GRAPHS // 2, text
+    internal = [f"graph {r['seed']}: {r['internal']}" for r in results if r.get("internal")]
+    assert not internal, "mobile-ep check ends in an internal error:\n" + "\n".join(internal)
     wrong = [r["diff"] for r in results if r["built"] and not r["matches"]]
     assert share >= INDEPENDENT_AGREEMENT, text + "\n" + "\n".join(wrong[:30])
 
 
-def test_a_graph_output_listed_twice_by_a_real_partition_is_one_output(qnn_backend, qnn_ep):
-    """onnxruntime-qnn may list a graph output twice among a partition's outputs (here a float16 ConvTranspose read
-    by a Sum of one input, graph 3900 of the independent generator): partitions are compared by the set of graph
-    outputs they produce."""
+def test_a_graph_output_read_by_a_sum_of_one_input_as_the_real_ep(qnn_backend, qnn_ep):
+    """A float16 ConvTranspose whose output is a graph output and read by a Sum of one input (graph 3900 of the
+    independent generator; in an EPContext model onnxruntime-qnn lists that output twice)."""
     from qnn_random_graphs import random_graph
 
     result = run_oracle(qnn_backend, random_graph(3900, 8), qnn_ep, case="graph 3900")
     _check(result)
-    assert any(len(p.outputs) != len(set(p.outputs)) for p in result.real.partitions)
+    assert result.real.partitions

@@ -62,10 +62,12 @@ class LpPool(QnnRule):
     op_types = ("LpPool",)
 
     def check(self, unit, ctx):
-        """p=1 or 2, 1-D or 2-D, no dilation."""
+        """p=1 or 2, 1-D or 2-D, no dilation, ceil_mode=0."""
         node = unit.target
         if attr(node, "p", 2) not in (1, 2):
             return Support.no("p other than 1 or 2: the QNN EP pools with the L1 or L2 norm only")
+        if attr(node, "ceil_mode", 0):
+            return Support.no("ceil_mode=1: the QNN EP pools with the L1 or L2 norm with floor rounding only")
         rank = ctx.rank(node.inputs[0])
         if rank not in (3, 4):
             return Support.no(f"rank-{rank} input: QNN's L2 pooling is 1-D or 2-D")

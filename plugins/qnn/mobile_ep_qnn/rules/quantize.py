@@ -16,8 +16,7 @@ class QuantizeLinear(QnnRule):
 
     def check(self, unit, ctx):
         """To 8- or 16-bit integers with constant scale and zero point, per tensor (per axis only inside a QDQ
-        unit); not of a graph input (offloaded to the CPU); not a graph output read by a DequantizeLinear writing a
-        graph output (the session fails, unless a CPU node reads the quantized value too)."""
+        unit); not of a graph input (offloaded to the CPU)."""
         node = unit.target
         dtype = ctx.dtype(node.outputs[0])
         if dtype not in QUANTIZED:
@@ -28,11 +27,6 @@ class QuantizeLinear(QnnRule):
         if per_axis(node, ctx):
             return Support.no("a QuantizeLinear per axis outside a QDQ unit: the QNN EP takes a standalone "
                               "QuantizeLinear per tensor only")
-        if dtype in (DataType.UINT8, DataType.INT8) and ctx.is_graph_output(node.outputs[0]) and any(
-                user.op_type == "DequantizeLinear" and ctx.is_graph_output(user.outputs[0])
-                for user in ctx.consumers(node.outputs[0])) and not _read_on_the_cpu(node, ctx):
-            return Support.no("its output and the output of a DequantizeLinear of it are both graph outputs: "
-                              "onnxruntime-qnn 2.7 then fails the session ('Duplicate definition of name')")
         return SUPPORTED
 
 
@@ -43,46 +37,35 @@ class DequantizeLinear(QnnRule):
 
     def check(self, unit, ctx):
         """From 8-, 16- or 32-bit integers with constant scale and zero point; per tensor (a DequantizeLinear per
-        axis only inside a QDQ unit); not to a graph output (offloaded)."""
+        axis only inside a QDQ unit); not to a graph output (offloaded), unless it reads a QuantizeLinear of an op the
+        EP takes in NHWC layout."""
         node = unit.target
         if ctx.dtype(node.outputs[0]) not in FLOATS:
             return Support.no("dequantizes to a type other than float32/float16")
         if per_axis(node, ctx):
             return Support.no("a DequantizeLinear per axis outside a QDQ unit: the QNN EP takes a standalone "
                               "DequantizeLinear per tensor only")
-        if ctx.options.offload_graph_io_quantization and ctx.is_graph_output(node.outputs[0]):
+        if ctx.options.offload_graph_io_quantization and ctx.is_graph_output(node.outputs[0]) and \
+                not _after_a_layout_op(node, ctx):
             return Support.no("it dequantizes a graph output: offload_graph_io_quantization leaves it to the CPU")
         return SUPPORTED
 
 
-def _read_on_the_cpu(node, ctx) -> bool:
-    """Whether the session builds although *node*'s output and its DequantizeLinear's are graph outputs (seen with
-    the real EP): the value it quantizes is made by a node left on the CPU or also read by one, or made otherwise
-    than from a graph input by a single-output op outside the layout transform; or the EP takes other nodes of the
-    graph (it was seen failing only on graphs of that chain alone)."""
-    ctx.reads_graph()
-    producer = ctx.producer(node.inputs[0])
-    if producer is None or len(producer.outputs) > 1 or not ctx.claims(producer) or producer.op_type in _LAYOUT_OPS:
-        return True  # (with an LSTM or GRU, or an op the NHWC layout transform wraps, making it, it builds too)
-    if not any(v is not None and v.is_graph_input() for v in producer.inputs):
-        return True  # (seen failing only when the value is made from a graph input)
-    if any(user is not node and not ctx.claims(user) for user in ctx.consumers(node.inputs[0])):
-        return True
-    chain, todo = {producer, node}, [node]
-    while todo:  # (the Q and everything after it)
-        for value in todo.pop().outputs:
-            for user in ctx.consumers(value):
-                if user not in chain:
-                    chain.add(user)
-                    todo.append(user)
-    # seen failing only when the EP takes nothing else of the graph
-    return any(other not in chain and ctx.claims(other) for other in ctx.graph_nodes())
+#: Ops onnxruntime's NHWC layout transform wraps in Transposes for the QNN EP.
+LAYOUT_OPS = frozenset({"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool",
+                        "GlobalMaxPool", "Resize", "DepthToSpace", "SpaceToDepth", "InstanceNormalization",
+                        "BatchNormalization", "GridSample", "LRN"})
 
 
-#: Ops onnxruntime's NHWC layout transform wraps in Transposes for the EP.
-_LAYOUT_OPS = frozenset({"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool",
-                         "GlobalMaxPool", "Resize", "DepthToSpace", "SpaceToDepth", "InstanceNormalization",
-                         "BatchNormalization", "GridSample", "LRN"})
+def _after_a_layout_op(node, ctx) -> bool:
+    """Whether the DequantizeLinear *node* reads a QuantizeLinear of what a node the EP takes in NHWC layout makes
+    (seen with the real EP: the layout transform's Transpose back to NCHW is moved after the Q/DQ pair, so the
+    DequantizeLinear is inside the EP's graph, not at its output, and is not offloaded)."""
+    q = ctx.producer(node.inputs[0])
+    if q is None or q.op_type != "QuantizeLinear":
+        return False
+    made = ctx.producer(q.inputs[0])
+    return made is not None and made.op_type in LAYOUT_OPS and made.domain in ("", "ai.onnx") and bool(ctx.claims(made))
 
 
 def per_axis(node, ctx) -> bool:

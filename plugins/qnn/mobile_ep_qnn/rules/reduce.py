@@ -29,13 +29,16 @@ class Reduce(QnnRule):
         """float32/float16 or a QDQ unit; int32/int64 for ReduceSum, ReduceMax and ReduceMin (not of rank 5 for
         ReduceMax/ReduceMin); constant axes; noop_with_empty_axes=0 unless axes are given.  ReduceMax and ReduceMin of
         rank 5 over one axis only; ReduceLogSumExp of rank 4 at most, ReduceL2 of rank 5 with keepdims=0 only (the HTP's
-        op validation refuses the rest)."""
+        op validation refuses the rest); no axes input named ''."""
         node = unit.target
         op = node.op_type
         given = attr(node, "axes", None) or (len(node.inputs) > 1 and node.inputs[1] is not None
                                               and ctx.static_shape(node.inputs[1]) != (0,))
         if attr(node, "noop_with_empty_axes", 0) and not given:
             return Support.no("noop_with_empty_axes=1 without axes: the QNN EP reduces every axis then")
+        if len(node.inputs) > 1 and node.inputs[1] is None:
+            return Support.no("an axes input named '' (as the body of a function op onnxruntime inlines writes it): "
+                              "onnxruntime-qnn 2.7 cannot get its shape and leaves the node")
         dtype = ctx.dtype(node.inputs[0])
         rank = ctx.rank(node.inputs[0])
         if dtype in INTS and op not in ("ReduceSum", "ReduceMax", "ReduceMin"):

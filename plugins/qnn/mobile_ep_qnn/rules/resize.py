@@ -10,7 +10,7 @@ class Resize(QnnRule):
     op_types = ("Resize",)
 
     def check(self, unit, ctx):
-        """nearest or linear; cubic only given sizes; no antialias, no tf_crop_and_resize, no half_pixel_symmetric,
+        """nearest, linear or cubic (given by scales or sizes); no antialias, no tf_crop_and_resize, no half_pixel_symmetric,
         no exclude_outside; nearest: at rank 4 not round_prefer_floor or ceil with asymmetric coordinates, at other
         ranks floor (half_pixel, asymmetric) or round_prefer_ceil (align_corners) only."""
         node = unit.target
@@ -26,11 +26,6 @@ class Resize(QnnRule):
             answer = _nearest(attr(node, "nearest_mode", "round_prefer_floor"), transform, ctx.rank(node.inputs[0]))
             if not answer:
                 return answer
-        if mode == "cubic":
-            sizes = node.inputs[3] if len(node.inputs) > 3 else None
-            if sizes is None:
-                return Support.no("cubic given by scales: the QNN HTP's validation refuses it (given by sizes it "
-                                  "is taken)")
         return SUPPORTED
 
 

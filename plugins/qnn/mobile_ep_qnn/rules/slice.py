@@ -22,7 +22,8 @@ class Pad(QnnRule):
     constant_inputs = {1: "pads", 2: "constant value", 3: "axes"}
 
     def check(self, unit, ctx):
-        """Constant pads; no axes input; constant, reflect or edge mode (constant only at rank 5)."""
+        """Constant pads; no axes input; constant, reflect or edge mode (constant only at rank 5); reflect pads of
+        each axis at most its length less one."""
         if len(unit.target.inputs) > 3 and unit.target.inputs[3] is not None:
             return Support.no("an axes input (input 3): QNN's Pad pads every axis; the QNN EP takes no axes")
         mode = attr(unit.target, "mode", "constant")
@@ -30,6 +31,12 @@ class Pad(QnnRule):
             return Support.no(f"mode {mode!r}: QNN pads in constant, reflect or edge mode")
         if mode != "constant" and ctx.rank(unit.target.inputs[0]) == MAX_RANK:
             return Support.no(f"mode {mode!r} on a rank-5 tensor: the HTP pads rank 5 in constant mode only")
+        if mode == "reflect":
+            pads, shape = ctx.constant(unit.target.inputs[1]), ctx.static_shape(unit.target.inputs[0])
+            if pads is not None and shape is not None and len(pads) == 2 * len(shape):
+                pads = [int(v) for v in pads.reshape(-1)]
+                if any(max(pads[i], pads[i + len(shape)]) > dim - 1 for i, dim in enumerate(shape)):
+                    return Support.no("reflect padding wider than an axis less one: the QNN EP refuses it")
         return SUPPORTED
 
 
@@ -61,8 +68,17 @@ class TopK(QnnRule):
     max_rank = 4
 
     def check(self, unit, ctx):
-        """float32, float16, int32 or int64; constant k; any axis, largest or smallest (the EP transposes the axis
-        last and negates for the smallest); rank 4 at most."""
+        """float32, float16, int32 or int64; constant k; any axis given as -1 or not negative (int64: the last
+        only), largest or smallest (the EP transposes the axis last and negates for the smallest); rank 4 at
+        most."""
+        axis = attr(unit.target, "axis", -1)
+        if axis < -1:
+            return Support.no(f"axis={axis}: onnxruntime-qnn 2.7 takes TopK on a negative axis only as -1 (the same "
+                              "axis counted from the front is taken)")
+        rank = ctx.rank(unit.target.inputs[0])
+        if ctx.dtype(unit.target.inputs[0]) == DataType.INT64 and rank is not None and axis not in (-1, rank - 1):
+            return Support.no("int64 TopK on an axis other than the last: the QNN EP fails to create the Transpose it "
+                              "inserts")
         return SUPPORTED
 
 

@@ -98,3 +98,15 @@ class Erf(QnnRule):
             return Support.no("Erf on its own: the QNN EP takes Erf only inside a GELU pattern (x/sqrt(2) -> Erf -> "
                               "+1 -> *x), fused into QNN's Gelu")
         return SUPPORTED
+
+
+class QuickGelu(QnnRule):
+    """onnxruntime's ``com.microsoft:QuickGelu`` (``x * sigmoid(alpha * x)``, which onnxruntime's basic level fuses
+    from a Sigmoid and a Mul: ``quick_gelu_op_builder.cc``)."""
+
+    domain = "com.microsoft"
+    op_types = ("QuickGelu",)
+
+    def check(self, unit, ctx):
+        """float32 or float16 input."""
+        return SUPPORTED
