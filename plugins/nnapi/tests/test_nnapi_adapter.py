@@ -145,11 +145,13 @@ def test_adapter_runs_every_partition_of_a_compiled_sample(build, tmp_path):
     bundle = compiled_models.write_bundle(tmp_path / "s.compiled.onnx")
     blobs = sorted(bundle.glob("*.nnapi"))
     assert len(blobs) == len(result.compiled) >= 1
-    for blob in blobs:
+    operations = set()
+    for blob in blobs:  # (the HardSwish body onnxruntime inlines is a partition of its own: no Conv in it)
         done, calls = run(build, blob.read_bytes(), tmp_path)
         assert done.returncode == 0, done.stderr
         assert_same_model(blob.read_bytes(), calls)
-        assert any(int(c[1]) == OperationCode.CONV_2D for c in calls if c[0] == "operation")
+        operations |= {int(c[1]) for c in calls if c[0] == "operation"}
+    assert OperationCode.CONV_2D in operations
 
 
 def test_adapter_refuses_what_the_python_reader_refuses(build, tmp_path):

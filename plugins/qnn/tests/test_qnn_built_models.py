@@ -44,14 +44,14 @@ def _check(result) -> None:
 
 @pytest.mark.parametrize("name", [n for n in BUILT if FULL or n in SAMPLE])
 def test_built_model_as_the_real_ep(qnn_backend, qnn_ep, name):
-    _check(run_oracle(qnn_backend, BUILT[name](), qnn_ep, case=name, isolated=True))
+    _check(run_oracle(qnn_backend, BUILT[name](), qnn_ep, case=name))
 
 
 @pytest.mark.parametrize(("name", "per_channel"), [q for q in QDQ if FULL or q in QDQ_SAMPLE],
                          ids=[f"{n}{'_pc' if pc else ''}" for n, pc in QDQ if FULL or (n, pc) in QDQ_SAMPLE])
 def test_built_qdq_model_as_the_real_ep(qnn_backend, qnn_ep, tmp_path, name, per_channel):
     path = quant_models.write(name, tmp_path, per_channel=per_channel)
-    result = run_oracle(qnn_backend, onnx.load(str(path)), qnn_ep, case=path.name, isolated=True)
+    result = run_oracle(qnn_backend, onnx.load(str(path)), qnn_ep, case=path.name)
     _check(result)
     # the whole classifier but the input's QuantizeLinear and the output's DequantizeLinear, in one partition
     assert len(result.real.partitions) == 1
