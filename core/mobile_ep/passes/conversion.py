@@ -47,9 +47,10 @@ class Conversion:
         backend's partition of *model* as it is, with the cost model's default limits (:func:`analyze`), which
         is the plan when no rewrite applies and *options* set no other limits."""
         defaults = Options()
-        if found is not None and not (backend.answers_whole_graph and options.legalize) and (options.cost_model, options.max_partitions, options.min_nodes) == (
-                defaults.cost_model, defaults.max_partitions, defaults.min_nodes) and not (
-                options.legalize and LegalizePass(backend).has_work(model)):
+        limits = (options.cost_model, options.max_partitions, options.min_nodes)
+        rewriting = options.legalize and (backend.answers_whole_graph or LegalizePass(backend).has_work(model))
+        if found is not None and not rewriting and limits == (
+                defaults.cost_model, defaults.max_partitions, defaults.min_nodes):
             partition = PartitionPass(backend, options)
             partition.proposal, partition.nodes, partition.costs = found
             return cls(backend, options, model, partition, [])
