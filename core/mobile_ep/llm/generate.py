@@ -18,6 +18,8 @@ mask, so the cache never moves: each step writes one slot per layer.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import gc
 import pathlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -96,28 +98,60 @@ def _sessions(paths, providers=None, provider_options=None) -> list:
     return [_session(path, providers, provider_options) for path in paths]
 
 
-class _Graphs:
-    """The prefill and decode sessions (one per part of a split graph) with the cache of one generation."""
+def _open_all(make: Callable[[pathlib.Path], Any], paths: Sequence) -> list:
+    return [make(pathlib.Path(p)) for p in paths]
 
-    def __init__(self, face: Interface, context: int, prefill: int, prefill_sessions, decode_sessions) -> None:
+
+class _Graphs:
+    """The prefill and decode sessions (one per part of a split graph) with the cache of one generation.
+
+    Each graph's sessions are given, or as a function that opens them: then only one graph's sessions are open at
+    a time (the other's closed first), so that the weights both graphs read are held once.  With *remember*, each
+    prompt's prefill is run once (its logits and cache kept for the next :meth:`start` of the same prompt)."""
+
+    def __init__(self, face: Interface, context: int, prefill: int, prefill_sessions, decode_sessions,
+                 remember: bool = False) -> None:
         self.face, self.context, self.prefill = face, context, prefill
-        self.sessions = tuple(list(s) if isinstance(s, (list, tuple)) else [s]  # (a session, or one per part)
-                              for s in (prefill_sessions, decode_sessions))
+        self.given = tuple(s if callable(s) else list(s) if isinstance(s, (list, tuple)) else [s]  # (a session, or one per part)
+                           for s in (prefill_sessions, decode_sessions))
+        self.opened: dict[int, list] = {}
+        self.started: dict[tuple[int, ...], tuple] | None = {} if remember else None
+
+    def _sessions(self, graph: int) -> list:
+        given = self.given[graph]
+        if not callable(given):
+            return given
+        if graph not in self.opened:
+            self.opened.clear()  # (the other graph's sessions released before these open)
+            gc.collect()
+            self.opened[graph] = list(given())
+        return self.opened[graph]
+
+    def close(self) -> None:
+        self.opened.clear()
+        gc.collect()
 
     def start(self, prompt: Sequence[int]) -> np.ndarray:
+        if self.started is not None and tuple(prompt) in self.started:
+            logits, cache, self.filled = self.started[tuple(prompt)]
+            self.cache = {name: array.copy() for name, array in cache.items()}
+            return logits
         face, C, P, L = self.face, self.context, self.prefill, len(prompt)
         feed = {face.input_ids: np.array([list(prompt) + [0] * (P - L)], np.int64),
                 face.attention_mask: np.zeros((1, C), np.int64), **_cache(face, C - P)}
         feed[face.attention_mask][0, C - P:C - P + L] = 1
         if face.position_ids:
             feed[face.position_ids] = np.arange(P, dtype=np.int64)[None]
-        out = _chain(self.sessions[0], feed)
+        out = _chain(self._sessions(0), feed)
         self.cache = _cache(face, C - 1)
         for (past_k, past_v), (key, value) in zip(face.past, face.present, strict=True):
             self.cache[past_k][:, :, :L] = out[key][:, :, -P:][:, :, :L]  # (the last P slots: the new ones)
             self.cache[past_v][:, :, :L] = out[value][:, :, -P:][:, :, :L]
         self.filled = L
-        return out[face.logits][0, L - 1]
+        logits = out[face.logits][0, L - 1].copy()
+        if self.started is not None:
+            self.started[tuple(prompt)] = (logits, {name: array.copy() for name, array in self.cache.items()}, L)
+        return logits
 
     def step(self, token: int) -> np.ndarray:
         face, C, n = self.face, self.context, self.filled
@@ -129,7 +163,7 @@ class _Graphs:
         feed = {face.input_ids: np.array([[token]], np.int64), face.attention_mask: mask, **self.cache}
         if face.position_ids:
             feed[face.position_ids] = np.array([[n]], np.int64)
-        out = _chain(self.sessions[1], feed)
+        out = _chain(self._sessions(1), feed)
         for (past_k, past_v), (key, value) in zip(face.past, face.present, strict=True):
             self.cache[past_k][:, :, n] = out[key][:, :, -1]
             self.cache[past_v][:, :, n] = out[value][:, :, -1]
@@ -201,19 +235,23 @@ def verify(face: Interface, context: int, prefill: int, export: str | pathlib.Pa
         if len(prompt) + steps > context:
             raise UsageError(f"a prompt of {len(prompt)} tokens and {steps} new ones exceed the context of {context}")
     reference = _Reference(face, _session(export))
-    if make_session is None:
-        graphs = _Graphs(face, context, prefill, _sessions(prefill_path, providers, provider_options),
-                         _sessions(decode_path, providers, provider_options))
-    else:
-        listed = [[p] if isinstance(p, (str, pathlib.Path)) else list(p) for p in (prefill_path, decode_path)]
-        graphs = _Graphs(face, context, prefill, *[[make_session(pathlib.Path(p)) for p in paths] for paths in listed])
+    expected = [_greedy(reference, prompt, steps) for prompt in prompts]
+    del reference  # (its session released before the graphs' open: the weights are held once at a time)
+    gc.collect()
+    listed = [[p] if isinstance(p, (str, pathlib.Path)) else list(p) for p in (prefill_path, decode_path)]
+    make = make_session or (lambda path: _session(path, providers, provider_options))
+    graphs = _Graphs(face, context, prefill, *[functools.partial(_open_all, make, paths) for paths in listed],
+                     remember=True)
+    for prompt in prompts:  # (every prefill first: then the decode sessions open once)
+        graphs.start(prompt)
     results = []
-    for prompt in prompts:
-        expected, expected_logits = _greedy(reference, prompt, steps)
-        tokens = _greedy(graphs, prompt, steps)[0]
-        forced_logits = _greedy(graphs, prompt, steps, forced=expected)[1]
-        errors = [float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(forced_logits, expected_logits,
+    for prompt, (reference_tokens, reference_logits) in zip(prompts, expected, strict=True):
+        tokens, logits = _greedy(graphs, prompt, steps)
+        if tokens != reference_tokens:  # (else teacher forcing feeds the same tokens: the same logits)
+            logits = _greedy(graphs, prompt, steps, forced=reference_tokens)[1]
+        errors = [float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(logits, reference_logits,
                                                                                    strict=True)]
-        scale = max(float(np.max(np.abs(b))) for b in expected_logits)
-        results.append(Generation(list(prompt), tokens, expected, [round(e, 6) for e in errors], scale))
+        scale = max(float(np.max(np.abs(b))) for b in reference_logits)
+        results.append(Generation(list(prompt), tokens, reference_tokens, [round(e, 6) for e in errors], scale))
+    graphs.close()
     return results

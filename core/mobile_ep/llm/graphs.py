@@ -115,6 +115,8 @@ def write_shared(graphs: Mapping[str, ir.Model], folder: pathlib.Path, weights: 
                     if tensor is None or tensor.nbytes < INLINE_BELOW or tensor.dtype == ir.DataType.STRING:
                         continue
                     raw = tensor.tobytes()
+                    if isinstance(tensor, ir.ExternalTensor):  # (its file unmapped: the pages read are not kept)
+                        tensor.release()
                     key = (tensor.dtype, tuple(tensor.shape), hashlib.sha256(raw).digest())
                     if key not in stored:
                         offset = -(-offset // ALIGN) * ALIGN
@@ -123,6 +125,7 @@ def write_shared(graphs: Mapping[str, ir.Model], folder: pathlib.Path, weights: 
                         stored[key] = (offset, len(raw))
                         offset += len(raw)
                     per_graph[name] += len(raw)
+                    del raw
                     where, length = stored[key]
                     value.const_value = ir.ExternalTensor(weights, where, length, tensor.dtype, shape=tensor.shape,
                                                           name=value.name, base_dir=folder)
