@@ -495,7 +495,7 @@ def _compile_shared(request: dict) -> dict:  # pragma: no cover - runs in the ch
     written = []
     pairs = request["models"]
     for index, (model, target) in enumerate(pairs):
-        so, _ = _session_options(request)
+        so, _, _ = _session_options(request)
         so.add_session_config_entry("ep.context_embed_mode", "0")
         so.add_session_config_entry("ep.share_ep_contexts", "1")
         if index == len(pairs) - 1:
