@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -26,6 +27,9 @@ LLAMA_1B = dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num
                 rope_theta=500000.0, tie_word_embeddings=True)
 #: The goal: the command's peak resident memory at most this many times the weights' size.
 PEAK_OVER_WEIGHTS = 1.5
+#: What the test writes on disk, in parameters' bytes: the export (the tied embedding written twice), the two
+#: graphs as onnxruntime optimized them (a copy of the weights each, in the command's work folder) and the output.
+DISK_OVER_WEIGHTS = 6.0
 
 #: Runs the command given as arguments in a child and prints the child's peak resident set size in bytes.
 _MEASURE = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
@@ -42,6 +46,11 @@ def _export(arch: str, config: dict, folder: pathlib.Path) -> pathlib.Path:
     config_class, model_class = {"qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
                                  "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM)}[arch]
     model = model_class(config_class(**config)).eval()
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    free = shutil.disk_usage(folder).free
+    if free < DISK_OVER_WEIGHTS * weights:  # (checked before the export: a full disk fails every other job too)
+        pytest.skip(f"{free / 2**30:.1f} GiB free on disk; the export and the flow need about "
+                    f"{DISK_OVER_WEIGHTS * weights / 2**30:.0f} GiB")
     # (the TorchScript exporter, what docs/llm.md tells QNN users to use; each weight is a file of its own)
     path = export_decoder(model, folder / "decoder.onnx", dynamo=False)
     del model
