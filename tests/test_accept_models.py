@@ -16,15 +16,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from mepkit import const, make_model, tensor
-from mobile_ep.cli.main import main
-
-
-def run(args, plugins):
-    return CliRunner().invoke(main, args, obj=plugins, catch_exceptions=False)
 
 
 def cli(*args):
@@ -54,12 +48,13 @@ def minus_one_model():
     return m
 
 
-def test_a_dim_of_minus_one_is_an_unknown_dim_that_shape_fixes(tmp_path, plugins):
+def test_a_dim_of_minus_one_is_an_unknown_dim_that_shape_fixes(tmp_path, plugins, mobile_ep_cli):
     path = save(tmp_path, minus_one_model(), "cls", {"x": np.ones((1, 3, 4, 4), np.float32)})
-    result = run(["check", str(path), "--ep", "toy"], plugins)
+    result = mobile_ep_cli("check", str(path), "--ep", "toy", plugins=plugins)
     assert result.exit_code == 0, result.output
     out = tmp_path / "out"
-    result = run(["convert", str(path), "--ep", "toy", "-o", str(out), "--shape", "x=1,3,48,192"], plugins)
+    result = mobile_ep_cli("convert", str(path), "--ep", "toy", "-o", str(out), "--shape", "x=1,3,48,192",
+                           plugins=plugins)
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text())
     assert report["verification"] and all(v["ok"] for v in report["verification"])
@@ -67,12 +62,12 @@ def test_a_dim_of_minus_one_is_an_unknown_dim_that_shape_fixes(tmp_path, plugins
     assert [d.dim_value for d in written.graph.input[0].type.tensor_type.shape.dim] == [1, 3, 48, 192]
 
 
-def test_other_negative_dims_stay_a_one_line_error(tmp_path, plugins):
+def test_other_negative_dims_stay_a_one_line_error(tmp_path, plugins, mobile_ep_cli):
     m = minus_one_model()
     m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = -2
     path = tmp_path / "neg2.onnx"
     onnx.save(m, path)
-    result = run(["check", str(path), "--ep", "toy"], plugins)
+    result = mobile_ep_cli("check", str(path), "--ep", "toy", plugins=plugins)
     assert result.exit_code == 3
     assert result.stderr.strip().endswith("absurd shape: graph input 'x' has a negative dimension (-2)")
 
@@ -95,13 +90,14 @@ def lstm_branch(name, direct, hidden=4):
 
 
 @pytest.mark.parametrize("direct_first", [True, False])
-def test_if_branches_with_lstms_after_shape_fixing(tmp_path, plugins, direct_first):
+def test_if_branches_with_lstms_after_shape_fixing(tmp_path, plugins, direct_first, mobile_ep_cli):
     m = make_model([helper.make_node("If", ["c"], ["y"], then_branch=lstm_branch("then", direct_first),
                                      else_branch=lstm_branch("else", not direct_first))],
                    [tensor("c", [], TensorProto.BOOL), tensor("x", ["n", 3])], [tensor("y", ["p", "q"])])
     path = save(tmp_path, m, "vad", {"c": np.array(True), "x": np.ones((5, 3), np.float32)})
     out = tmp_path / "out"
-    result = run(["convert", str(path), "--ep", "toy", "-o", str(out), "--shape", "x=5,3"], plugins)
+    result = mobile_ep_cli("convert", str(path), "--ep", "toy", "-o", str(out), "--shape", "x=5,3",
+                           plugins=plugins)
     assert result.exit_code == 0, result.output
     written = out / "vad.toy.onnx"
     for c in (True, False):  # both branches of the written model load and run
@@ -112,14 +108,14 @@ def test_if_branches_with_lstms_after_shape_fixing(tmp_path, plugins, direct_fir
         ort.InferenceSession(str(written), so)
 
 
-def test_a_shape_fix_onnxruntime_refuses_names_the_users_file_and_the_step(tmp_path, plugins):
+def test_a_shape_fix_onnxruntime_refuses_names_the_users_file_and_the_step(tmp_path, plugins, mobile_ep_cli):
     # com.microsoft:FusedMatMul: onnx's shape inference does not know it, onnxruntime's does
     m = make_model([helper.make_node("FusedMatMul", ["x", "w"], ["y"], domain="com.microsoft")],
                    [tensor("x", ["n", "k"])], [tensor("y", ["n", 2])], [const("w", np.ones((4, 2), np.float32))],
                    extra_opsets=[("com.microsoft", 1)])
     path = save(tmp_path, m, "fmm", {"x": np.ones((5, 4), np.float32)})
     for command in (["check", str(path)], ["convert", str(path), "-o", str(tmp_path / "out")]):
-        result = run([*command, "--ep", "toy", "--shape", "x=5,3"], plugins)
+        result = mobile_ep_cli(*command, "--ep", "toy", "--shape", "x=5,3", plugins=plugins)
         assert result.exit_code == 3, result.output
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1
@@ -192,17 +188,17 @@ def test_the_default_domain_spelled_ai_onnx_is_the_default_domain_everywhere(tmp
         onnx.checker.check_model(written)
 
 
-def test_what_both_refuse_keeps_the_checker_error(tmp_path, plugins):
+def test_what_both_refuse_keeps_the_checker_error(tmp_path, plugins, mobile_ep_cli):
     m = make_model([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Relu", ["x"], ["y"])],
                    [tensor("x", [2])], [tensor("y", [2])])
     path = tmp_path / "ssa.onnx"
     onnx.save(m, path)
-    result = run(["check", str(path), "--ep", "toy"], plugins)
+    result = mobile_ep_cli("check", str(path), "--ep", "toy", plugins=plugins)
     assert result.exit_code == 3 and "invalid ONNX model" in result.stderr and "checker refuses" not in result.stderr
 
 
 # -- sparse initializers, strings, optional types, 4-bit weights --------------------------------------
-def test_sparse_initializers(tmp_path, plugins):
+def test_sparse_initializers(tmp_path, plugins, mobile_ep_cli):
     values = numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "w")
     indices = numpy_helper.from_array(np.array([0, 3], np.int64), "w_idx")
     sparse = helper.make_sparse_tensor(values, indices, [4])
@@ -211,21 +207,21 @@ def test_sparse_initializers(tmp_path, plugins):
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=10)
     path = save(tmp_path, m, "sparse", {"x": np.zeros(4, np.float32)})
     out = tmp_path / "out"
-    result = run(["convert", str(path), "--ep", "toy", "-o", str(out)], plugins)
+    result = mobile_ep_cli("convert", str(path), "--ep", "toy", "-o", str(out), plugins=plugins)
     assert result.exit_code == 0, result.output
     y = ort.InferenceSession(str(out / "sparse.toy.onnx")).run(None, {"x": np.zeros(4, np.float32)})[0]
     np.testing.assert_array_equal(y, [1, 0, 0, 2])
 
 
 @pytest.mark.parametrize("words", [1, 300_000])
-def test_string_inputs_outputs_and_initializers(tmp_path, plugins, words):
+def test_string_inputs_outputs_and_initializers(tmp_path, plugins, words, mobile_ep_cli):
     vocabulary = numpy_helper.from_array(np.array([f"w{i}" for i in range(words)], dtype=object), "v")
     m = make_model([helper.make_node("Constant", [], ["c"], value=vocabulary),
                     helper.make_node("Concat", ["s", "c"], ["y"], axis=0)],
                    [tensor("s", ["n"], TensorProto.STRING)], [tensor("y", ["m"], TensorProto.STRING)])
     path = save(tmp_path, m, "words", {"s": np.array(["a", "b"], dtype=object)})
     out = tmp_path / "out"
-    result = run(["convert", str(path), "--ep", "toy", "-o", str(out)], plugins)
+    result = mobile_ep_cli("convert", str(path), "--ep", "toy", "-o", str(out), plugins=plugins)
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text())
     assert report["verification"] and all(v["ok"] for v in report["verification"])
@@ -261,7 +257,7 @@ def test_what_ort_format_cannot_hold_gets_the_onnx_only_with_a_note(tmp_path, bu
 
 
 # -- verification inputs ----------------------------------------------------------------------------
-def test_verification_finds_input_shapes_the_model_runs_on(tmp_path, plugins):
+def test_verification_finds_input_shapes_the_model_runs_on(tmp_path, plugins, mobile_ep_cli):
     # reflect Pad of 3 needs an axis of at least 4: unknown dims of 1 cannot run
     m = make_model([helper.make_node("Pad", ["x", "p"], ["y"], mode="reflect")], [tensor("x", [1, "n"])],
                    [tensor("y", [1, "m"])], [const("p", np.array([0, 3, 0, 3], np.int64))])
@@ -269,25 +265,25 @@ def test_verification_finds_input_shapes_the_model_runs_on(tmp_path, plugins):
     with pytest.raises(Exception, match="reflect"):
         ort.InferenceSession(str(path)).run(None, {"x": np.ones((1, 1), np.float32)})
     out = tmp_path / "out"
-    result = run(["convert", str(path), "--ep", "toy", "-o", str(out)], plugins)
+    result = mobile_ep_cli("convert", str(path), "--ep", "toy", "-o", str(out), plugins=plugins)
     assert result.exit_code == 0, result.output
     assert all(v["ok"] for v in json.loads((out / "report.json").read_text())["verification"])
 
 
-def test_inputs_that_cannot_be_built_blame_the_inputs_and_keep_the_report(tmp_path, plugins):
+def test_inputs_that_cannot_be_built_blame_the_inputs_and_keep_the_report(tmp_path, plugins, mobile_ep_cli):
     # x must hold exactly 6 values: no fill of its unknown dim gives that
     m = make_model([helper.make_node("Reshape", ["x", "s"], ["y"])], [tensor("x", ["n"])], [tensor("y", [2, 3])],
                    [const("s", np.array([2, 3], np.int64))])
     path = save(tmp_path, m, "six", {"x": np.ones(6, np.float32)})
     out = tmp_path / "out"
-    result = run(["convert", str(path), "--ep", "toy", "-o", str(out)], plugins)
+    result = mobile_ep_cli("convert", str(path), "--ep", "toy", "-o", str(out), plugins=plugins)
     assert result.exit_code == 4, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "the test inputs failed, not the model" in lines[0] and "--shape" in lines[0]
     report = json.loads((out / "report.json").read_text())
     assert "the test inputs failed" in report["verification_error"]
     assert (out / "six.toy.onnx").exists()
-    result = run(["convert", str(path), "--ep", "toy", "-o", str(out), "--shape", "x=6"], plugins)
+    result = mobile_ep_cli("convert", str(path), "--ep", "toy", "-o", str(out), "--shape", "x=6", plugins=plugins)
     assert result.exit_code == 0, result.output
 
 
@@ -335,7 +331,7 @@ def test_verification_tries_larger_unknown_dims_when_a_converted_model_cannot_ru
     assert not result.ok
 
 
-def test_a_node_name_that_is_not_utf8_text(tmp_path, plugins):
+def test_a_node_name_that_is_not_utf8_text(tmp_path, plugins, mobile_ep_cli):
     """Protobuf hands a node name of invalid UTF-8 over as bytes; onnxruntime runs the model: check and convert
     do too, showing the name with escapes."""
     m = make_model([helper.make_node("Relu", ["x"], ["t"], name="rXlu"), helper.make_node("Neg", ["t"], ["y"])],
@@ -343,7 +339,7 @@ def test_a_node_name_that_is_not_utf8_text(tmp_path, plugins):
     path = tmp_path / "bytes.onnx"
     path.write_bytes(m.SerializeToString().replace(b"rXlu", b"r\x80lu"))
     ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": np.ones((1, 4), np.float32)})
-    result = run(["check", str(path), "--ep", "toy", "-v"], plugins)
+    result = mobile_ep_cli("check", str(path), "--ep", "toy", "-v", plugins=plugins)
     assert result.exit_code == 0, result.output
-    result = run(["convert", str(path), "--ep", "toy", "-o", str(tmp_path / "out")], plugins)
+    result = mobile_ep_cli("convert", str(path), "--ep", "toy", "-o", str(tmp_path / "out"), plugins=plugins)
     assert result.exit_code == 0, result.output

@@ -8,16 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
 from onnx import helper
 
 from mepkit import LIGHT_DIR, make_model, tensor
 from mobile_ep import errors
-from mobile_ep.cli.main import main
-
-
-def run(args, plugins=None):
-    return CliRunner().invoke(main, args, obj=plugins, catch_exceptions=False)
 
 
 @pytest.fixture
@@ -52,10 +46,10 @@ def bad_inputs(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["check", "convert"])
-def test_bad_models_end_in_one_line_error_without_traceback(tmp_path, plugins, command):
+def test_bad_models_end_in_one_line_error_without_traceback(tmp_path, plugins, command, mobile_ep_cli):
     for label, (path, message) in bad_inputs(tmp_path).items():
         args = [command, str(path), "--ep", "toy"] + (["-o", str(tmp_path / "out")] if command == "convert" else [])
-        result = run(args, plugins)
+        result = mobile_ep_cli(*args, plugins=plugins)
         assert result.exit_code == errors.EXIT_BAD_MODEL, (label, result.output)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1, (label, result.stderr)
@@ -72,37 +66,37 @@ def test_error_in_a_real_process_has_no_traceback(tmp_path):
     assert proc.stdout == ""
 
 
-def test_input_is_never_modified(tmp_path, plugins, relu_model):
+def test_input_is_never_modified(tmp_path, plugins, relu_model, mobile_ep_cli):
     before = relu_model.read_bytes()
-    result = run(["convert", str(relu_model), "--ep", "toy", "-o", str(tmp_path / "out")], plugins)
+    result = mobile_ep_cli("convert", str(relu_model), "--ep", "toy", "-o", str(tmp_path / "out"), plugins=plugins)
     assert result.exit_code == 0, result.output
     assert relu_model.read_bytes() == before
 
 
-def test_refuses_to_overwrite_the_input(tmp_path, plugins):
+def test_refuses_to_overwrite_the_input(tmp_path, plugins, mobile_ep_cli):
     model = make_model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [1])], [tensor("y", [1])])
     victim = tmp_path / "report.json"  # a model file named like one of convert's outputs
     victim.write_bytes(model.SerializeToString())
     before = victim.read_bytes()
-    result = run(["convert", str(victim), "--ep", "toy", "-o", str(tmp_path)], plugins)
+    result = mobile_ep_cli("convert", str(victim), "--ep", "toy", "-o", str(tmp_path), plugins=plugins)
     assert result.exit_code == errors.EXIT_USAGE
     assert "would overwrite the input model" in result.stderr
     assert victim.read_bytes() == before
 
 
-def test_unknown_backend_and_bad_option_are_usage_errors(relu_model, plugins):
-    result = run(["check", str(relu_model), "--ep", "nope"], plugins)
+def test_unknown_backend_and_bad_option_are_usage_errors(relu_model, plugins, mobile_ep_cli):
+    result = mobile_ep_cli("check", str(relu_model), "--ep", "nope", plugins=plugins)
     assert result.exit_code == errors.EXIT_USAGE
     assert result.stderr.strip() == "mobile-ep: error: unknown backend 'nope'; available: other, toy"
-    result = run(["check", str(relu_model), "--ep", "toy", "-O", "level=3"], plugins)
+    result = mobile_ep_cli("check", str(relu_model), "--ep", "toy", "-O", "level=3", plugins=plugins)
     assert result.exit_code == errors.EXIT_USAGE
     assert "toy: unknown option 'level'" in result.stderr
-    result = run(["check", str(relu_model), "--ep", "toy,other", "-O", "level=3"], plugins)
+    result = mobile_ep_cli("check", str(relu_model), "--ep", "toy,other", "-O", "level=3", plugins=plugins)
     assert "name the backend" in result.stderr
 
 
-def test_check_json_has_the_documented_fields(relu_model, plugins):
-    result = run(["check", str(relu_model), "--ep", "toy", "--json"], plugins)
+def test_check_json_has_the_documented_fields(relu_model, plugins, mobile_ep_cli):
+    result = mobile_ep_cli("check", str(relu_model), "--ep", "toy", "--json", plugins=plugins)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     toy = data["backends"]["toy"]
@@ -121,8 +115,8 @@ def test_check_json_has_the_documented_fields(relu_model, plugins):
     assert toy["verdict"] == "NO"  # 1 partition with 50% of the nodes
 
 
-def test_check_text_is_a_summary(relu_model, plugins):
-    result = run(["check", str(relu_model), "--ep", "toy,other"], plugins)
+def test_check_text_is_a_summary(relu_model, plugins, mobile_ep_cli):
+    result = mobile_ep_cli("check", str(relu_model), "--ep", "toy,other", plugins=plugins)
     assert result.exit_code == 0
     out = result.stdout
     assert "toy 1.0: 1/2 nodes claimed (50.0%) in 1 partition, verdict NO" in out
@@ -130,9 +124,9 @@ def test_check_text_is_a_summary(relu_model, plugins):
     assert "together, in priority order toy > other: toy: 1, other: 0, cpu: 1 nodes" in out
 
 
-def test_convert_writes_models_and_report(tmp_path, plugins, relu_model):
+def test_convert_writes_models_and_report(tmp_path, plugins, relu_model, mobile_ep_cli):
     out = tmp_path / "out"
-    result = run(["convert", str(relu_model), "--ep", "toy", "-o", str(out)], plugins)
+    result = mobile_ep_cli("convert", str(relu_model), "--ep", "toy", "-o", str(out), plugins=plugins)
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == ["relu.toy.onnx", "relu.toy.ort", "report.json"]
     report = json.loads((out / "report.json").read_text())
@@ -141,28 +135,28 @@ def test_convert_writes_models_and_report(tmp_path, plugins, relu_model):
     assert "matches the original" in result.stdout
 
 
-def test_convert_without_model_uses_the_builtin_sample(tmp_path, plugins):
-    result = run(["convert", "--ep", "toy", "-o", str(tmp_path)], plugins)
+def test_convert_without_model_uses_the_builtin_sample(tmp_path, plugins, mobile_ep_cli):
+    result = mobile_ep_cli("convert", "--ep", "toy", "-o", str(tmp_path), plugins=plugins)
     assert result.exit_code == 0, result.output
     assert (tmp_path / "mobilenet_sample.toy.ort").exists()
     assert "built-in sample" in result.stderr
 
 
-def test_list_and_ops(plugins):
-    result = run(["list", "-v"], plugins)
+def test_list_and_ops(plugins, mobile_ep_cli):
+    result = mobile_ep_cli("list", "-v", plugins=plugins)
     assert result.exit_code == 0
     assert result.stdout.splitlines()[0].split()[:5] == ["toy", "1.0", "NCHW", "13", "ops"]
-    result = run(["ops", "--ep", "toy", "--format", "md"], plugins)
+    result = mobile_ep_cli("ops", "--ep", "toy", "--format", "md", plugins=plugins)
     assert "| Relu | `mepkit` | input 0 float32 with a static shape |" in result.stdout
 
 
-def test_list_with_plugins_blocked_shows_none(monkeypatch):
+def test_list_with_plugins_blocked_shows_none(monkeypatch, mobile_ep_cli):
     monkeypatch.setenv("MOBILE_EP_DISABLE_PLUGINS", "1")
-    result = run(["list"])
+    result = mobile_ep_cli("list", plugins=None)
     assert result.stdout.strip() == "no backends installed (MOBILE_EP_DISABLE_PLUGINS is set)"
 
 
-def test_a_backend_that_raises_costs_only_its_own_claims(relu_model):
+def test_a_backend_that_raises_costs_only_its_own_claims(relu_model, mobile_ep_cli):
     from mepkit import ToyBackend, ToyPlugin
     from mobile_ep.contract.plugins import make_plugins
 
@@ -175,7 +169,7 @@ def test_a_backend_that_raises_costs_only_its_own_claims(relu_model):
             return super().supports(unit, ctx)
 
     pm = make_plugins(entry_points=False, plugins=[ToyPlugin(Exploding(), ToyBackend())])
-    result = run(["check", str(relu_model), "--ep", "boom,toy", "--json"], pm)
+    result = mobile_ep_cli("check", str(relu_model), "--ep", "boom,toy", "--json", plugins=pm)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["backends"]["boom"]["unsupported"][0] == {
@@ -184,25 +178,25 @@ def test_a_backend_that_raises_costs_only_its_own_claims(relu_model):
     assert data["backends"]["toy"]["supported_nodes"] == 1  # the other backend is unaffected
     assert data["combined"]["placement"] == {"boom": 0, "toy": 1, "cpu": 1}
     # --strict: the backend's failure is an error naming it.
-    result = run(["--strict", "check", str(relu_model), "--ep", "boom"], pm)
+    result = mobile_ep_cli("--strict", "check", str(relu_model), "--ep", "boom", plugins=pm)
     assert result.exit_code == errors.EXIT_BACKEND
     assert result.stderr.strip() == ("mobile-ep: error: backend 'boom' raised ZeroDivisionError on Relu node "
                                      "'relu': rule bug")
 
 
-def test_internal_errors_are_one_line_unless_debug(relu_model, plugins, monkeypatch):
+def test_internal_errors_are_one_line_unless_debug(relu_model, plugins, monkeypatch, mobile_ep_cli):
     from mobile_ep.reports import text as report
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("renderer bug")
 
     monkeypatch.setattr(report, "check_text", broken)
-    result = run(["check", str(relu_model), "--ep", "toy"], plugins)
+    result = mobile_ep_cli("check", str(relu_model), "--ep", "toy", plugins=plugins)
     assert result.exit_code == errors.EXIT_FAILURE
     assert result.stderr.strip() == ("mobile-ep: internal error: ZeroDivisionError: renderer bug "
                                      "(rerun with --debug for the traceback)")
     with pytest.raises(ZeroDivisionError):
-        run(["--debug", "check", str(relu_model), "--ep", "toy"], plugins)
+        mobile_ep_cli("--debug", "check", str(relu_model), "--ep", "toy", plugins=plugins)
 
 
 def test_light_models_exist():

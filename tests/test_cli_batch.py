@@ -20,10 +20,6 @@ from mobile_ep.errors import EXIT_BAD_MODEL, EXIT_USAGE
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def run(args, plugins):
-    return CliRunner().invoke(main, args, obj=plugins, catch_exceptions=False)
-
-
 def _model(path: pathlib.Path, ops=("Relu", "Sigmoid")) -> pathlib.Path:
     nodes, h = [], "x"
     for i, op in enumerate(ops):
@@ -45,8 +41,8 @@ def folder(tmp_path):
     return models
 
 
-def test_a_folder_is_checked_model_by_model_with_a_summary(folder, plugins):
-    result = run(["check", str(folder), "--ep", "toy"], plugins)
+def test_a_folder_is_checked_model_by_model_with_a_summary(folder, plugins, mobile_ep_cli):
+    result = mobile_ep_cli("check", str(folder), "--ep", "toy", plugins=plugins)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == f"in {folder}:"
@@ -58,16 +54,17 @@ def test_a_folder_is_checked_model_by_model_with_a_summary(folder, plugins):
     assert lines[-1].startswith("2 models: 2 ok, 0 failed")
 
 
-def test_globs_recurse_and_duplicates_count_once(folder, plugins):
-    result = run(["check", str(folder / "**" / "*.onnx"), str(folder / "a.onnx"), "--ep", "toy"], plugins)
+def test_globs_recurse_and_duplicates_count_once(folder, plugins, mobile_ep_cli):
+    result = mobile_ep_cli("check", str(folder / "**" / "*.onnx"), str(folder / "a.onnx"), "--ep", "toy",
+                           plugins=plugins)
     assert result.exit_code == 0, result.output
     assert "3 models: 3 ok" in result.stdout
     assert re.search(r"^nested/c\.onnx\s", result.stdout, re.M)
 
 
-def test_a_bad_model_is_reported_and_the_others_go_on(folder, plugins):
+def test_a_bad_model_is_reported_and_the_others_go_on(folder, plugins, mobile_ep_cli):
     (folder / "broken.onnx").write_bytes(b"\x08\x07garbage")
-    result = run(["check", str(folder), "--ep", "toy"], plugins)
+    result = mobile_ep_cli("check", str(folder), "--ep", "toy", plugins=plugins)
     assert result.exit_code == batch.EXIT_SOME_FAILED == 6
     assert "2 ok, 1 failed" in result.stdout
     assert re.search(r"^broken\.onnx\s+FAILED \(exit 3\): .*not a valid ONNX model", result.stdout, re.M)
@@ -77,18 +74,19 @@ def test_a_bad_model_is_reported_and_the_others_go_on(folder, plugins):
     assert "Traceback" not in result.output
 
 
-def test_missing_files_and_empty_globs(tmp_path, folder, plugins):
-    result = run(["check", str(folder / "a.onnx"), str(tmp_path / "missing.onnx"), "--ep", "toy"], plugins)
+def test_missing_files_and_empty_globs(tmp_path, folder, plugins, mobile_ep_cli):
+    result = mobile_ep_cli("check", str(folder / "a.onnx"), str(tmp_path / "missing.onnx"), "--ep", "toy",
+                           plugins=plugins)
     assert result.exit_code == 6
     assert "FAILED (exit 3): " in result.stdout and "no such file" in result.stdout
-    result = run(["check", str(tmp_path / "none" / "*.onnx"), "--ep", "toy"], plugins)
+    result = mobile_ep_cli("check", str(tmp_path / "none" / "*.onnx"), "--ep", "toy", plugins=plugins)
     assert result.exit_code == EXIT_BAD_MODEL
     assert "no model matches" in result.stderr
 
 
-def test_parallel_jobs_give_the_same_results(folder, plugins):
-    one = run(["check", str(folder), "--ep", "toy", "--json"], plugins)
-    two = run(["check", str(folder), "--ep", "toy", "--json", "--jobs", "2"], plugins)
+def test_parallel_jobs_give_the_same_results(folder, plugins, mobile_ep_cli):
+    one = mobile_ep_cli("check", str(folder), "--ep", "toy", "--json", plugins=plugins)
+    two = mobile_ep_cli("check", str(folder), "--ep", "toy", "--json", "--jobs", "2", plugins=plugins)
     assert one.exit_code == two.exit_code == 0, two.output
     strip = [{k: v for k, v in m.items() if k != "seconds"} for m in json.loads(one.stdout)["models"]]
     for m in strip:
@@ -100,9 +98,9 @@ def test_parallel_jobs_give_the_same_results(folder, plugins):
     assert json.loads(two.stdout)["summary"] == {"models": 2, "ok": 2, "failed": 0}
 
 
-def test_batch_json_lists_failures_with_their_exit_code(folder, plugins):
+def test_batch_json_lists_failures_with_their_exit_code(folder, plugins, mobile_ep_cli):
     (folder / "broken.onnx").write_bytes(b"")
-    result = run(["check", str(folder), "--ep", "toy", "--json"], plugins)
+    result = mobile_ep_cli("check", str(folder), "--ep", "toy", "--json", plugins=plugins)
     assert result.exit_code == 6
     data = json.loads(result.stdout)
     broken = next(m for m in data["models"] if m["model"].endswith("broken.onnx"))
@@ -111,22 +109,23 @@ def test_batch_json_lists_failures_with_their_exit_code(folder, plugins):
     assert data["summary"]["failed"] == 1
 
 
-def test_batch_html_writes_one_report_per_model_and_an_index(tmp_path, folder, plugins):
+def test_batch_html_writes_one_report_per_model_and_an_index(tmp_path, folder, plugins, mobile_ep_cli):
     out = tmp_path / "reports"
-    result = run(["check", str(folder), "--ep", "toy", "--html", str(out)], plugins)
+    result = mobile_ep_cli("check", str(folder), "--ep", "toy", "--html", str(out), plugins=plugins)
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == ["a.html", "b.html", "index.html"]
     index = (out / "index.html").read_text()
     assert "href='a.html'" in index and "href='b.html'" in index
-    result = run(["check", str(folder), "--ep", "toy", "--html", str(tmp_path / "one.html")], plugins)
+    result = mobile_ep_cli("check", str(folder), "--ep", "toy", "--html", str(tmp_path / "one.html"),
+                           plugins=plugins)
     assert result.exit_code == EXIT_USAGE and "names a folder" in result.stderr
 
 
-def test_convert_many_writes_a_folder_per_model(tmp_path, plugins):
+def test_convert_many_writes_a_folder_per_model(tmp_path, plugins, mobile_ep_cli):
     first = _model(tmp_path / "x" / "m.onnx")
     second = _model(tmp_path / "y" / "m.onnx", ("Relu", "Erf"))
     out = tmp_path / "out"
-    result = run(["convert", str(first), str(second), "--ep", "toy", "-o", str(out)], plugins)
+    result = mobile_ep_cli("convert", str(first), str(second), "--ep", "toy", "-o", str(out), plugins=plugins)
     assert result.exit_code == 0, result.output
     assert (out / "m" / "report.json").exists() and (out / "m-2" / "report.json").exists()
     assert (out / "m" / "m.toy.onnx").exists()
@@ -208,8 +207,8 @@ def test_without_a_reporter_nothing_is_printed(capsys):
     assert capsys.readouterr() == ("", "")
 
 
-def test_cli_output_has_no_progress_when_not_a_terminal(folder, plugins):
-    result = run(["check", str(folder / "a.onnx"), "--ep", "toy"], plugins)
+def test_cli_output_has_no_progress_when_not_a_terminal(folder, plugins, mobile_ep_cli):
+    result = mobile_ep_cli("check", str(folder / "a.onnx"), "--ep", "toy", plugins=plugins)
     assert "\r" not in result.output
 
 

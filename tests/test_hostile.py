@@ -32,10 +32,6 @@ DEV_SEEDS = (0, 1, 2)
 POSIX = os.name == "posix"
 
 
-def run(args, plugins=None):
-    return CliRunner().invoke(main, args, obj=plugins, catch_exceptions=False)
-
-
 def assert_one_line_error(result, case):
     lines = result.stderr.strip().splitlines()
     expected = "mobile-ep: error: " + " ".join(case.message.split())
@@ -61,18 +57,19 @@ def test_the_corpus_is_large_and_tiny(corpus):
 
 @pytest.mark.parametrize("seed", DEV_SEEDS)
 @pytest.mark.parametrize("name", sorted(hostile_corpus.CASES))
-def test_check_gives_the_expected_one_line_error(corpus, plugins, seed, name):
+def test_check_gives_the_expected_one_line_error(corpus, plugins, seed, name, mobile_ep_cli):
     case = corpus[seed][name]
     if case.posix_only and not POSIX:
         pytest.skip("POSIX only")
-    assert_one_line_error(run(["check", str(case.path), "--ep", "toy"], plugins), case)
+    assert_one_line_error(mobile_ep_cli("check", str(case.path), "--ep", "toy", plugins=plugins), case)
 
 
 @pytest.mark.parametrize("name", sorted(hostile_corpus.CASES))
-def test_convert_gives_the_same_error_and_writes_nothing(corpus, plugins, tmp_path, name):
+def test_convert_gives_the_same_error_and_writes_nothing(corpus, plugins, tmp_path, name, mobile_ep_cli):
     case = corpus[0][name]
     out = tmp_path / "out"
-    assert_one_line_error(run(["convert", str(case.path), "--ep", "toy", "-o", str(out)], plugins), case)
+    assert_one_line_error(mobile_ep_cli("convert", str(case.path), "--ep", "toy", "-o", str(out),
+                                        plugins=plugins), case)
     assert not out.exists() or not any(out.iterdir())
 
 
@@ -94,10 +91,10 @@ def test_real_process_with_installed_backends(corpus, name):
     assert proc.stderr.count("\n") == 1, proc.stderr  # no warnings from onnx or onnxruntime either
 
 
-def test_debug_shows_the_traceback(corpus, plugins):
+def test_debug_shows_the_traceback(corpus, plugins, mobile_ep_cli):
     case = corpus[0]["cycle"]
     with pytest.raises(ModelError, match="must be topologically sorted"):
-        run(["--debug", "check", str(case.path), "--ep", "toy"], plugins)
+        mobile_ep_cli("--debug", "check", str(case.path), "--ep", "toy", plugins=plugins)
     proc = cli("--debug", "check", str(case.path), env={"MOBILE_EP_DISABLE_PLUGINS": "1"})
     assert proc.returncode != 0 and "Traceback" in proc.stderr and "ModelError" in proc.stderr
 
@@ -172,11 +169,11 @@ def valid_models(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", VALID)
-def test_valid_unusual_models_are_accepted(valid_models, plugins, tmp_path, name):
+def test_valid_unusual_models_are_accepted(valid_models, plugins, tmp_path, name, mobile_ep_cli):
     path = valid_models[name]
-    result = run(["check", str(path), "--ep", "toy"], plugins)
+    result = mobile_ep_cli("check", str(path), "--ep", "toy", plugins=plugins)
     assert result.exit_code == 0, result.stderr
-    result = run(["convert", str(path), "--ep", "toy", "-o", str(tmp_path / "out")], plugins)
+    result = mobile_ep_cli("convert", str(path), "--ep", "toy", "-o", str(tmp_path / "out"), plugins=plugins)
     assert result.exit_code == 0, result.stderr
 
 
@@ -234,24 +231,24 @@ def relu_model(tmp_path):
 
 
 @pytest.mark.skipif(not POSIX, reason="symlinks")
-def test_an_output_symlinked_to_the_input_is_refused(tmp_path, plugins, relu_model):
+def test_an_output_symlinked_to_the_input_is_refused(tmp_path, plugins, relu_model, mobile_ep_cli):
     out = tmp_path / "out"
     out.mkdir()
     (out / "relu.toy.onnx").symlink_to(relu_model)
     before = relu_model.read_bytes()
-    result = run(["convert", str(relu_model), "--ep", "toy", "-o", str(out)], plugins)
+    result = mobile_ep_cli("convert", str(relu_model), "--ep", "toy", "-o", str(out), plugins=plugins)
     assert result.exit_code == errors.EXIT_USAGE
     assert "would overwrite the input model" in result.stderr
     assert relu_model.read_bytes() == before
 
 
 @pytest.mark.skipif(not POSIX, reason="hard links")
-def test_an_output_hard_linked_to_the_input_leaves_the_input_intact(tmp_path, plugins, relu_model):
+def test_an_output_hard_linked_to_the_input_leaves_the_input_intact(tmp_path, plugins, relu_model, mobile_ep_cli):
     out = tmp_path / "out"
     out.mkdir()
     os.link(relu_model, out / "relu.toy.onnx")  # same inode: writing in place would change the input
     before = relu_model.read_bytes()
-    result = run(["convert", str(relu_model), "--ep", "toy", "-o", str(out)], plugins)
+    result = mobile_ep_cli("convert", str(relu_model), "--ep", "toy", "-o", str(out), plugins=plugins)
     assert result.exit_code == 0, result.stderr
     assert relu_model.read_bytes() == before  # the output replaced the directory entry, not the inode
 
@@ -276,10 +273,11 @@ def test_a_crash_while_writing_leaves_no_partial_file(tmp_path, plugins, relu_mo
 
 
 @pytest.mark.skipif(not POSIX, reason="POSIX permissions")
-def test_outputs_get_the_usual_permissions(tmp_path, plugins, relu_model):
+def test_outputs_get_the_usual_permissions(tmp_path, plugins, relu_model, mobile_ep_cli):
     old = os.umask(0o022)
     try:
-        result = run(["convert", str(relu_model), "--ep", "toy", "-o", str(tmp_path / "out")], plugins)
+        result = mobile_ep_cli("convert", str(relu_model), "--ep", "toy", "-o", str(tmp_path / "out"),
+                               plugins=plugins)
     finally:
         os.umask(old)
     assert result.exit_code == 0, result.stderr
@@ -294,8 +292,8 @@ def test_ir14_models_reach_onnxruntime_lowered(valid_models, tmp_path):
     np.testing.assert_array_equal(session.run(None, {"x": x})[0], x + np.arange(6, dtype=np.float32))
 
 
-def test_json_mode_prints_nothing_on_stdout_for_a_refused_model(corpus, plugins):
-    result = run(["check", str(corpus[0]["cycle"].path), "--ep", "toy", "--json"], plugins)
+def test_json_mode_prints_nothing_on_stdout_for_a_refused_model(corpus, plugins, mobile_ep_cli):
+    result = mobile_ep_cli("check", str(corpus[0]["cycle"].path), "--ep", "toy", "--json", plugins=plugins)
     assert result.exit_code == errors.EXIT_BAD_MODEL
     assert result.stdout == ""  # nothing half-printed for a JSON consumer
 

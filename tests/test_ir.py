@@ -13,6 +13,7 @@ from onnx import TensorProto, helper
 from mepkit import const, make_model, tensor
 from mobile_ep import model_io as mir
 from mobile_ep.errors import ModelError
+from mobile_ep.model_io import guard, saving
 from mobile_ep.passes.load import load_for_analysis
 
 
@@ -77,7 +78,7 @@ def test_save_is_atomic_and_leaves_no_temporary_files(tmp_path, monkeypatch):
     def explode(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(mir.ir, "save", explode)
+    monkeypatch.setattr(saving.ir, "save", explode)
     with pytest.raises(OSError):
         mir.save(model, target)
     assert target.read_bytes() == b"previous content"
@@ -249,9 +250,9 @@ def test_a_large_weight_is_not_an_absurd_value(tmp_path, monkeypatch):
     """The limits are for values a model computes (or declares as inputs): a stored weight larger than
     MAX_VALUE_BYTES is onnxruntime's to load, not refused (here the limit is lowered under the weight)."""
     path, _ = model_with_external_weights(tmp_path)  # 16 KiB of weights
-    monkeypatch.setattr(mir, "MAX_VALUE_BYTES", 8192)
+    monkeypatch.setattr(guard, "MAX_VALUE_BYTES", 8192)
     mir.validate(path)
-    monkeypatch.setattr(mir, "MAX_VALUE_BYTES", 128)  # the input's and the output's 256 bytes are values
+    monkeypatch.setattr(guard, "MAX_VALUE_BYTES", 128)  # the input's and the output's 256 bytes are values
     with pytest.raises(ModelError, match="absurd shape: graph input 'x' would have 64 elements"):
         mir.validate(path)
 

@@ -23,6 +23,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from mobile_ep import model_io as mir
+from mobile_ep.model_io import saving
 
 GiB = 2**30
 MiB = 2**20
@@ -118,13 +119,13 @@ def test_2gb_model_is_checked_and_converted_well_under_its_size(tmp_path):
 # --------------------------------------------------------------------------------------------------
 def test_save_switches_to_external_data_above_the_single_file_limit(tmp_path, monkeypatch):
     model_path, size = write_large_model(tmp_path / "m", layers=2, k=64)
-    monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", size - 1)
+    monkeypatch.setattr(saving, "SINGLE_FILE_MAX_BYTES", size - 1)
     out = mir.save(mir.load(model_path), tmp_path / "out" / "big.onnx")
     proto = onnx.load(str(out), load_external_data=False)
     locations = {e.value for t in proto.graph.initializer for e in t.external_data if e.key == "location"}
     assert locations == {"big.onnx.data"}
     assert sorted(p.name for p in out.parent.iterdir()) == ["big.onnx", "big.onnx.data"]
-    monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", size)
+    monkeypatch.setattr(saving, "SINGLE_FILE_MAX_BYTES", size)
     out = mir.save(mir.load(model_path), tmp_path / "out2" / "small.onnx")
     assert sorted(p.name for p in out.parent.iterdir()) == ["small.onnx"]
 
@@ -156,7 +157,7 @@ def test_convert_skips_the_ort_file_when_it_cannot_hold_the_weights(tmp_path, mo
     from mobile_ep.cli.main import main
 
     model_path, size = write_large_model(tmp_path / "m", layers=2, k=64)
-    monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", size - 1)
+    monkeypatch.setattr(saving, "SINGLE_FILE_MAX_BYTES", size - 1)
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["convert", str(model_path), "--ep", "toy", "-o", str(out)], obj=plugins,
                                 catch_exceptions=False)
@@ -172,14 +173,14 @@ def test_ort_format_fits_counts_the_file_and_its_external_data(tmp_path, monkeyp
 
     model_path, size = write_large_model(tmp_path / "m", layers=2, k=64)
     inline = mir.save(mir.load(model_path), tmp_path / "inline" / "one.onnx")
-    monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", inline.stat().st_size)
+    monkeypatch.setattr(saving, "SINGLE_FILE_MAX_BYTES", inline.stat().st_size)
     assert ort_format_fits(inline)
-    monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", inline.stat().st_size - 1)
+    monkeypatch.setattr(saving, "SINGLE_FILE_MAX_BYTES", inline.stat().st_size - 1)
     assert not ort_format_fits(inline)
     # weights in a side file: the small .onnx alone would fit, the weights it refers to do not
-    monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", size - 1)
+    monkeypatch.setattr(saving, "SINGLE_FILE_MAX_BYTES", size - 1)
     split = mir.save(mir.load(model_path), tmp_path / "split" / "two.onnx")
     assert split.stat().st_size < MiB
     assert not ort_format_fits(split)
-    monkeypatch.setattr(mir, "SINGLE_FILE_MAX_BYTES", split.stat().st_size + size)
+    monkeypatch.setattr(saving, "SINGLE_FILE_MAX_BYTES", split.stat().st_size + size)
     assert ort_format_fits(split)

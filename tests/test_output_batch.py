@@ -5,15 +5,9 @@ from __future__ import annotations
 import json
 import re
 
-from click.testing import CliRunner
 from onnx import helper
 
 from mepkit import make_model, tensor
-from mobile_ep.cli.main import main
-
-
-def run(args, plugins):
-    return CliRunner().invoke(main, [str(a) for a in args], obj=plugins, catch_exceptions=False)
 
 
 def _models(tmp_path):
@@ -26,9 +20,9 @@ def _models(tmp_path):
     return folder
 
 
-def test_index_has_as_is_and_after_convert_per_backend(tmp_path, plugins):
+def test_index_has_as_is_and_after_convert_per_backend(tmp_path, plugins, mobile_ep_cli):
     out = tmp_path / "reports"
-    result = run(["check", _models(tmp_path), "--ep", "toy,other", "--html", out], plugins)
+    result = mobile_ep_cli("check", _models(tmp_path), "--ep", "toy,other", "--html", out, plugins=plugins)
     assert result.exit_code == 0, result.output
     index = (out / "index.html").read_text()
     header = re.findall(r"<th>([^<]*)</th>", index)
@@ -39,32 +33,32 @@ def test_index_has_as_is_and_after_convert_per_backend(tmp_path, plugins):
         "1/2 claimed, 1 partition, NO"]
 
 
-def test_convert_index_has_before_and_converted(tmp_path, plugins):
+def test_convert_index_has_before_and_converted(tmp_path, plugins, mobile_ep_cli):
     out = tmp_path / "reports"
-    result = run(["convert", _models(tmp_path), "--ep", "toy", "-o", tmp_path / "out", "--html", out,
-                  "--no-verify"], plugins)
+    result = mobile_ep_cli("convert", _models(tmp_path), "--ep", "toy", "-o", tmp_path / "out", "--html", out,
+                  "--no-verify", plugins=plugins)
     assert result.exit_code == 0, result.output
     header = re.findall(r"<th>([^<]*)</th>", (out / "index.html").read_text())
     assert header == ["model", "nodes", "toy before mobile-ep", "toy converted"]
 
 
-def test_node_data_with_several_models_is_a_folder(tmp_path, plugins):
+def test_node_data_with_several_models_is_a_folder(tmp_path, plugins, mobile_ep_cli):
     models = _models(tmp_path)
-    result = run(["check", models, "--ep", "toy", "--node-data", tmp_path / "nd"], plugins)
+    result = mobile_ep_cli("check", models, "--ep", "toy", "--node-data", tmp_path / "nd", plugins=plugins)
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "nd").iterdir()) == ["a.json", "b.json"]
     data = json.loads((tmp_path / "nd" / "b.json").read_text())
     assert data["results"]["erf1"]["value"] == "CPU: toy has no rule for Erf"
     assert data["results"]["relu0"]["value"] == "toy: partition 1 of 1 (1 nodes)"
-    result = run(["check", models, "--ep", "toy", "--node-data", tmp_path / "nd.json"], plugins)
+    result = mobile_ep_cli("check", models, "--ep", "toy", "--node-data", tmp_path / "nd.json", plugins=plugins)
     assert result.exit_code == 2 and "names a folder" in result.stderr
 
 
-def test_piped_summary_cuts_nothing(tmp_path, plugins):
+def test_piped_summary_cuts_nothing(tmp_path, plugins, mobile_ep_cli):
     models = _models(tmp_path)
     broken = models / ("a_model_with_a_long_name_" * 6 + "broken.onnx")
     broken.write_bytes(b"not a model at all")
-    result = run(["check", models, "--ep", "toy"], plugins)
+    result = mobile_ep_cli("check", models, "--ep", "toy", plugins=plugins)
     assert result.exit_code == 6
     assert "…" not in result.stdout
     (line,) = [x for x in result.stdout.splitlines() if "FAILED" in x]

@@ -7,18 +7,12 @@ import os
 
 import onnx
 import pytest
-from click.testing import CliRunner
 
 from mepkit import LIGHT_DIR
-from mobile_ep.cli.main import main
 
 pytest.importorskip("mobile_ep_nnapi")
 
 RESNET = LIGHT_DIR / "light_resnet50.onnx"
-
-
-def run(*args):
-    return CliRunner().invoke(main, list(map(str, args)), catch_exceptions=False)
 
 
 def _node_ids(path):
@@ -26,9 +20,9 @@ def _node_ids(path):
     return [n.name or n.output[0] for n in graph.node], graph
 
 
-def test_check_node_data_names_every_node_and_the_sums(tmp_path):
+def test_check_node_data_names_every_node_and_the_sums(tmp_path, mobile_ep_cli):
     target = tmp_path / "resnet.json"
-    result = run("check", RESNET, "--ep", "nnapi", "--node-data", target)
+    result = mobile_ep_cli("check", RESNET, "--ep", "nnapi", "--node-data", target, plugins=None)
     assert result.exit_code == 0, result.output
     assert f"wrote {target}" in result.stderr
     data = json.loads(target.read_text())
@@ -43,22 +37,23 @@ def test_check_node_data_names_every_node_and_the_sums(tmp_path):
     assert data["name"] == "mobile-ep nnapi"
 
 
-def test_node_data_validates_with_model_explorers_builder(tmp_path):
+def test_node_data_validates_with_model_explorers_builder(tmp_path, mobile_ep_cli):
     if os.environ.get("MOBILE_EP_REQUIRE_MODEL_EXPLORER"):  # (tox -e browser installs it)
         import model_explorer.node_data_builder as ndb
     else:
         ndb = pytest.importorskip("model_explorer.node_data_builder")
     target = tmp_path / "resnet.json"
-    assert run("check", RESNET, "--ep", "nnapi", "--node-data", target).exit_code == 0
+    assert mobile_ep_cli("check", RESNET, "--ep", "nnapi", "--node-data", target, plugins=None).exit_code == 0
     data = json.loads(target.read_text())
     rebuilt = ndb.GraphNodeData(**{**data, "results": {k: ndb.NodeDataResult(**v) for k, v in data["results"].items()}})
     assert json.loads(rebuilt.to_json_string()) == data
     assert any("Sum" in r.value for r in rebuilt.results.values())
 
 
-def test_convert_node_data_shows_the_rewritten_sums_claimed(tmp_path):
+def test_convert_node_data_shows_the_rewritten_sums_claimed(tmp_path, mobile_ep_cli):
     target = tmp_path / "nd.json"
-    result = run("convert", RESNET, "--ep", "nnapi", "--no-verify", "-o", tmp_path / "out", "--node-data", target)
+    result = mobile_ep_cli("convert", RESNET, "--ep", "nnapi", "--no-verify", "-o", tmp_path / "out",
+                           "--node-data", target, plugins=None)
     assert result.exit_code == 0, result.output
     data = json.loads(target.read_text())
     sums = [n.name for n in onnx.load(RESNET, load_external_data=False).graph.node if n.op_type == "Sum"]
@@ -66,8 +61,9 @@ def test_convert_node_data_shows_the_rewritten_sums_claimed(tmp_path):
         assert data["results"][name]["value"] == "rewritten by mobile-ep convert; nnapi: partition 1 of 1 (123 nodes)"
 
 
-def test_several_backends_write_one_file_each(tmp_path):
+def test_several_backends_write_one_file_each(tmp_path, mobile_ep_cli):
     pytest.importorskip("mobile_ep_coreml")
     target = tmp_path / "nd.json"
-    assert run("check", RESNET, "--ep", "nnapi,coreml", "--node-data", target).exit_code == 0
+    assert mobile_ep_cli("check", RESNET, "--ep", "nnapi,coreml", "--node-data", target,
+                         plugins=None).exit_code == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nd.coreml.json", "nd.nnapi.json"]

@@ -11,14 +11,12 @@ import json
 import numpy as np
 import onnx
 import pytest
-from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from mepkit import LIGHT_DIR, LIGHT_MODELS, const, make_model, tensor
 from mobile_ep import errors
 from mobile_ep import model_io as mir
 from mobile_ep import pipeline as api
-from mobile_ep.cli.main import main
 from mobile_ep.contract.plugins import make_plugins
 from mobile_ep.options import Options
 from mobile_ep.passes import fold_constants
@@ -26,11 +24,6 @@ from mobile_ep.passes import fold_constants
 INSTALLED = sorted(make_plugins().backends())
 BUILTIN = [name for name in ("nnapi", "coreml") if name in INSTALLED]
 pytestmark = pytest.mark.skipif(not BUILTIN, reason="no built-in backend installed")
-
-
-def cli(*args):
-    result = CliRunner().invoke(main, list(map(str, args)), catch_exceptions=False)
-    return result
 
 
 def ocr_like(path, *, control_flow=False):
@@ -83,9 +76,9 @@ def ocr_like(path, *, control_flow=False):
 
 
 @pytest.mark.parametrize("backend", BUILTIN)
-def test_dynamic_model_claims_nothing_until_its_shape_is_fixed(tmp_path, backend):
+def test_dynamic_model_claims_nothing_until_its_shape_is_fixed(tmp_path, backend, mobile_ep_cli):
     model = ocr_like(tmp_path / "ocr.onnx")
-    result = cli("check", model, "--ep", backend, "--shape", "image=1,3,32,64", "--json")
+    result = mobile_ep_cli("check", model, "--ep", backend, "--shape", "image=1,3,32,64", "--json", plugins=None)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     as_is, after = data["backends"][backend], data["after_convert"][backend]
@@ -101,10 +94,10 @@ def test_dynamic_model_claims_nothing_until_its_shape_is_fixed(tmp_path, backend
 
 
 @pytest.mark.parametrize("backend", BUILTIN)
-def test_convert_with_fixed_shape_verifies(tmp_path, backend):
+def test_convert_with_fixed_shape_verifies(tmp_path, backend, mobile_ep_cli):
     model = ocr_like(tmp_path / "ocr.onnx")
     out = tmp_path / "out"
-    result = cli("convert", model, "--ep", backend, "-o", out, "--shape", "1,3,32,64")
+    result = mobile_ep_cli("convert", model, "--ep", backend, "-o", out, "--shape", "1,3,32,64", plugins=None)
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text())
     assert len(report["partitioning"]["partitions"]) == 1
@@ -148,20 +141,20 @@ def test_control_flow_stays_on_cpu_and_never_adds_partitions_over_ort_checker(tm
     (["--dim", "batch=1"], "--dim batch: no input has a dim named 'batch' (named dims: '?')"),
     (["--dim", "?=-1"], "--dim '?=-1': the value must be positive"),
 ])
-def test_impossible_shapes_are_one_line_usage_errors(tmp_path, args, message):
+def test_impossible_shapes_are_one_line_usage_errors(tmp_path, args, message, mobile_ep_cli):
     model = ocr_like(tmp_path / "ocr.onnx")
-    result = cli("check", model, "--ep", BUILTIN[0], *args)
+    result = mobile_ep_cli("check", model, "--ep", BUILTIN[0], *args, plugins=None)
     assert result.exit_code == errors.EXIT_USAGE, result.output
     assert result.stderr.strip() == f"mobile-ep: error: {message}"
 
 
-def test_shapes_the_model_cannot_take_are_reported(tmp_path):
+def test_shapes_the_model_cannot_take_are_reported(tmp_path, mobile_ep_cli):
     # Adding a [2, 3] input to a constant [4, 3] cannot broadcast: shape inference says so.
     proto = make_model([helper.make_node("Add", ["x", "c"], ["y"])], [tensor("x", ["N", 3])],
                        [tensor("y", [4, 3])], [const("c", np.ones((4, 3), np.float32))])
     path = tmp_path / "m.onnx"
     onnx.save(proto, path)
-    result = cli("check", path, "--ep", BUILTIN[0], "--shape", "x=2,3")
+    result = mobile_ep_cli("check", path, "--ep", BUILTIN[0], "--shape", "x=2,3", plugins=None)
     assert result.exit_code == errors.EXIT_BAD_MODEL
     assert result.stderr.startswith(f"mobile-ep: error: {path}: fixing input shapes (--shape x=2,3): the shapes do "
                                     "not fit the model:")
@@ -171,7 +164,8 @@ def test_shapes_the_model_cannot_take_are_reported(tmp_path):
     proto = make_model([helper.make_node("Reshape", ["x", "s"], ["y"])], [tensor("x", ["N", 12])],
                        [tensor("y", [1, 12])], [const("s", np.array([1, 12], np.int64))])
     onnx.save(proto, path)
-    result = cli("convert", path, "--ep", BUILTIN[0], "--shape", "x=2,12", "-o", tmp_path / "out")
+    result = mobile_ep_cli("convert", path, "--ep", BUILTIN[0], "--shape", "x=2,12", "-o", tmp_path / "out",
+                           plugins=None)
     assert result.exit_code == errors.EXIT_VERIFY  # (the model is fine: the inputs --shape asks for are not)
     assert "the test inputs failed, not the model" in result.stderr and "Reshape" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

@@ -10,12 +10,10 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from click.testing import CliRunner
 from onnx import TensorProto, helper
 
 import mobile_ep
 from mobile_ep import errors
-from mobile_ep.cli.main import main
 from mobile_ep.contract.plugins import PluginApiError, check_plugin_api, make_plugins
 
 GOOD_BACKEND = """
@@ -101,10 +99,6 @@ def site(tmp_path, monkeypatch):
         sys.modules.pop(f"mep_test_{name}", None)
 
 
-def cli(*args):
-    return CliRunner().invoke(main, list(args))
-
-
 def only(plugins, name):
     return [e for e in plugins.errors if e.plugin == name]
 
@@ -167,13 +161,13 @@ def test_each_broken_plugin_is_reported_by_name_and_costs_only_itself(site):
 
 
 @pytest.mark.parametrize("name", ["import_error", "bad_signature", "misspelled", "future_api"])
-def test_cli_warns_and_goes_on_then_strict_exits_5(site, name):
+def test_cli_warns_and_goes_on_then_strict_exits_5(site, name, mobile_ep_cli):
     site("healthy", name)
-    result = cli("list")
+    result = mobile_ep_cli("list", plugins=None)
     assert result.exit_code == 0, result.output
     assert "healthy" in result.stdout
     assert f"mobile-ep: warning: plugin {name!r} " in result.stderr
-    strict = cli("--strict", "list")
+    strict = mobile_ep_cli("--strict", "list", plugins=None)
     assert strict.exit_code == errors.EXIT_BACKEND
     lines = strict.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"mobile-ep: error: plugin {name!r} ")
@@ -191,9 +185,9 @@ def relu_model(tmp_path):
     return path
 
 
-def test_a_rule_that_raises_is_reported_by_backend_and_node(site, relu_model, caplog):
+def test_a_rule_that_raises_is_reported_by_backend_and_node(site, relu_model, caplog, mobile_ep_cli):
     site("healthy", "rule_raises")
-    result = cli("check", str(relu_model), "--ep", "raises,healthy", "--json")
+    result = mobile_ep_cli("check", str(relu_model), "--ep", "raises,healthy", "--json", plugins=None)
     assert result.exit_code == 0, result.output
     import json
 
@@ -202,7 +196,7 @@ def test_a_rule_that_raises_is_reported_by_backend_and_node(site, relu_model, ca
     assert "raises failed on this node (ZeroDivisionError: division by zero in the vendor SDK)" in unsupported["reason"]
     assert report["backends"]["healthy"]["supported_nodes"] == 1
     assert "backend raises raised ZeroDivisionError on Relu node 'relu'" in caplog.text  # a warning
-    strict = cli("--strict", "check", str(relu_model), "--ep", "raises")
+    strict = mobile_ep_cli("--strict", "check", str(relu_model), "--ep", "raises", plugins=None)
     assert strict.exit_code == errors.EXIT_BACKEND
     assert strict.stderr.strip() == ("mobile-ep: error: backend 'raises' raised ZeroDivisionError on Relu node "
                                      "'relu': division by zero in the vendor SDK")

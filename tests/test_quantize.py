@@ -9,11 +9,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 import quant_models
-from click.testing import CliRunner
 
 import mobile_ep
 from mobile_ep import hookimpl
-from mobile_ep.cli.main import main
 from mobile_ep.errors import UsageError
 from mobile_ep.quantize import quantize
 
@@ -23,11 +21,6 @@ def float_model(tmp_path_factory):
     return quant_models.write("mobilenet_v2", tmp_path_factory.mktemp("float"), quantized=False)
 
 
-def _run(*args):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    return result
-
-
 def _per_channel_dequantizers(path) -> int:
     graph = onnx.load(str(path)).graph
     inits = {t.name: t for t in graph.initializer}
@@ -35,9 +28,10 @@ def _per_channel_dequantizers(path) -> int:
                and len(inits[n.input[1]].dims) == 1 and inits[n.input[1]].dims[0] > 1)
 
 
-def test_cli_random_calibration_is_labelled_and_reports_accuracy_and_partitions(float_model, tmp_path):
+def test_cli_random_calibration_is_labelled_and_reports_accuracy_and_partitions(float_model, tmp_path, mobile_ep_cli):
     out = tmp_path / "m.qdq.onnx"
-    result = _run("quantize", float_model, "--ep", "nnapi", "--random", "3", "-o", out, "--json")
+    result = mobile_ep_cli("quantize", float_model, "--ep", "nnapi", "--random", "3", "-o", out, "--json",
+                           plugins=None)
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["calibration"] == {"source": report["calibration"]["source"], "samples": 3, "random": True}
@@ -52,7 +46,8 @@ def test_cli_random_calibration_is_labelled_and_reports_accuracy_and_partitions(
         so = ort.SessionOptions()
         so.graph_optimization_level = level
         ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"])
-    text = _run("quantize", float_model, "--ep", "nnapi", "--random", "2", "-o", tmp_path / "t.onnx")
+    text = mobile_ep_cli("quantize", float_model, "--ep", "nnapi", "--random", "2", "-o", tmp_path / "t.onnx",
+                         plugins=None)
     assert "a smoke test: not an accuracy measure" in text.stdout and "SQNR" in text.stdout
 
 
@@ -93,19 +88,20 @@ def test_calibration_folder_of_npy_and_npz(float_model, tmp_path):
     (lambda d: np.savez(d / "a.npz", other=np.zeros(3)), "a.npz: no array for input 'input' (it has other)"),
     (lambda d: (d / "notes.txt").write_text("x"), "no .npy or .npz files in it"),
 ])
-def test_bad_calibration_data_is_a_one_line_error(float_model, tmp_path, content, message):
+def test_bad_calibration_data_is_a_one_line_error(float_model, tmp_path, content, message, mobile_ep_cli):
     folder = tmp_path / "calib"
     folder.mkdir()
     content(folder)
-    result = _run("quantize", float_model, "--ep", "nnapi", "--calibration", folder, "-o", tmp_path / "o.onnx")
+    result = mobile_ep_cli("quantize", float_model, "--ep", "nnapi", "--calibration", folder, "-o",
+                           tmp_path / "o.onnx", plugins=None)
     assert result.exit_code == 2
     assert result.stderr.startswith("mobile-ep: error: ") and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_calibration_or_random_is_required(float_model, tmp_path):
+def test_calibration_or_random_is_required(float_model, tmp_path, mobile_ep_cli):
     for args in ([], ["--random", "2", "--calibration", tmp_path]):
-        result = _run("quantize", float_model, "--ep", "nnapi", *args)
+        result = mobile_ep_cli("quantize", float_model, "--ep", "nnapi", *args, plugins=None)
         assert result.exit_code == 2 and "--calibration DIR" in result.stderr
 
 

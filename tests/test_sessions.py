@@ -12,11 +12,9 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
-from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from mepkit import LIGHT_DIR, has_backend
-from mobile_ep.cli.main import main
 
 
 @pytest.fixture
@@ -33,8 +31,7 @@ def count_sessions(monkeypatch):
     return built
 
 
-def _run(*args) -> None:
-    result = CliRunner().invoke(main, [str(a) for a in args])
+def _ok(result) -> None:
     assert result.exit_code == 0, result.output
 
 
@@ -80,44 +77,45 @@ THREE = pytest.mark.skipif(not all(has_backend(b) for b in ("nnapi", "coreml", "
 
 
 @THREE
-def test_check_with_three_backends_opens_the_model_once_and_each_written_view_once(count_sessions):
+def test_check_with_three_backends_opens_the_model_once_and_each_written_view_once(count_sessions, mobile_ep_cli):
     # nnapi and coreml rewrite the 16 Sums alike: their after-convert files are the same bytes, one view
-    _run("check", LIGHT_DIR / "light_resnet50.onnx", "--ep", "nnapi,coreml,qnn")
+    _ok(mobile_ep_cli("check", LIGHT_DIR / "light_resnet50.onnx", "--ep", "nnapi,coreml,qnn", plugins=None))
     assert len(count_sessions) <= 2, count_sessions
 
 
 @THREE
-def test_check_of_function_ops_kept_whole_for_one_backend(tmp_path, count_sessions):
+def test_check_of_function_ops_kept_whole_for_one_backend(tmp_path, count_sessions, mobile_ep_cli):
     # qnn takes HardSwish whole: the model with it cut out once, the same for each backend alone; nnapi's and
     # coreml's after-convert files differ (nnapi rewrites HardSigmoid)
     path = tmp_path / "mobilenet_v3_like.onnx"
     onnx.save(mobilenet_v3_like(), path)
-    _run("check", path, "--ep", "nnapi,coreml,qnn")
+    _ok(mobile_ep_cli("check", path, "--ep", "nnapi,coreml,qnn", plugins=None))
     assert len(count_sessions) <= 4, count_sessions
     assert count_sessions.count(str(path)) == 1
 
 
-def test_convert_opens_the_original_twice_and_each_written_file_once_per_use(tmp_path, count_sessions):
+def test_convert_opens_the_original_twice_and_each_written_file_once_per_use(tmp_path, count_sessions, mobile_ep_cli):
     # the original: its basic level, its reference outputs; the .onnx: as ORT loads it, its ORT format, its
     # run; the .ort: its run
     source = LIGHT_DIR / "light_resnet50.onnx"
-    _run("convert", source, "--ep", "nnapi", "-o", tmp_path / "out")
+    _ok(mobile_ep_cli("convert", source, "--ep", "nnapi", "-o", tmp_path / "out", plugins=None))
     assert count_sessions.count(str(source)) == 2 and len(count_sessions) <= 6, count_sessions
     before = len(count_sessions)
-    _run("convert", source, "--ep", "nnapi", "--compile", "-o", tmp_path / "compiled")
+    _ok(mobile_ep_cli("convert", source, "--ep", "nnapi", "--compile", "-o", tmp_path / "compiled", plugins=None))
     assert len(count_sessions) - before <= 6, count_sessions[before:]  # (the compiled model runs no CPU part)
 
 
 @pytest.mark.skipif(not has_backend("qnn"), reason="the qnn backend is not installed")
-def test_convert_compiled_by_the_qnn_ep(tmp_path, count_sessions):
+def test_convert_compiled_by_the_qnn_ep(tmp_path, count_sessions, mobile_ep_cli):
     # with, besides convert's, the QNN EP's compile and the context binary's run on the HTP simulator
-    _run("convert", LIGHT_DIR / "light_squeezenet.onnx", "--ep", "qnn", "--compile", "-o", tmp_path / "out")
+    _ok(mobile_ep_cli("convert", LIGHT_DIR / "light_squeezenet.onnx", "--ep", "qnn", "--compile", "-o",
+                      tmp_path / "out", plugins=None))
     assert len(count_sessions) <= 8, count_sessions
 
 
-def test_the_owner_counts_every_session_a_command_builds(tmp_path, count_sessions):
+def test_the_owner_counts_every_session_a_command_builds(tmp_path, count_sessions, mobile_ep_cli):
     from mobile_ep import sessions
 
     start = sessions.created()
-    _run("check", LIGHT_DIR / "light_squeezenet.onnx", "--ep", "nnapi")
+    _ok(mobile_ep_cli("check", LIGHT_DIR / "light_squeezenet.onnx", "--ep", "nnapi", plugins=None))
     assert sessions.created() - start == len(count_sessions) == 1

@@ -12,6 +12,7 @@ import onnx
 
 from mobile_ep import model_io as mir
 from mobile_ep.errors import ModelError
+from mobile_ep.model_io import saving
 from mobile_ep.sessions import lean_session_options
 
 #: The flatbuffers file identifier of an ORT format model (bytes 4-8 of the file; onnxruntime's ort.fbs).
@@ -64,12 +65,12 @@ def ort_format_ops(ort_path: str | os.PathLike) -> set[str]:
 
 def ort_format_fits(path: str | os.PathLike) -> bool:
     """Whether a model :func:`mobile_ep.model_io.save` wrote at *path*, weights included, fits in one ORT format
-    file (flatbuffers: 2 GB; :data:`mobile_ep.model_io.SINGLE_FILE_MAX_BYTES`): its size and that of the
+    file (flatbuffers: 2 GB; :data:`mobile_ep.model_io.saving.SINGLE_FILE_MAX_BYTES`): its size and that of the
     ``<name>.data`` file ``save`` puts larger weights in."""
     p = pathlib.Path(path)
     data = p.with_name(p.name + ".data")
     total = p.stat().st_size + (data.stat().st_size if data.exists() else 0)
-    return total <= mir.SINGLE_FILE_MAX_BYTES
+    return total <= saving.SINGLE_FILE_MAX_BYTES
 
 
 #: Element types onnxruntime's ORT format cannot hold (its flatbuffers schema has no tensor type for them).
@@ -94,7 +95,7 @@ def ort_format_refusal(path: str | os.PathLike) -> str | None:
             return f"{name} tensors" if name else None
         return None
 
-    for graph in mir._graphs(proto.graph):
+    for graph in mir.graphs(proto.graph):
         for value in [*graph.input, *graph.output, *graph.value_info]:
             why = refused_type(value.type)
             if why:

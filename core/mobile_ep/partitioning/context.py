@@ -19,6 +19,8 @@ from mobile_ep.contract import SUPPORTED, NodeUnit, RuleContext, Support
 
 __all__ = ["ProposalContext"]
 
+_UNKNOWN = object()
+
 #: Attribute types a node signature holds (:meth:`ProposalContext.signature`).
 _PLAIN_ATTRIBUTES = frozenset({ir.AttributeType.INT, ir.AttributeType.FLOAT, ir.AttributeType.STRING,
                                ir.AttributeType.INTS, ir.AttributeType.FLOATS, ir.AttributeType.STRINGS})
@@ -72,11 +74,19 @@ class ProposalContext(RuleContext):
         return super().claims_unit(unit)
 
     # -- signatures ----------------------------------------------------------------------------------
-    def memo_signature(self, node: ir.Node) -> tuple | None:
+    def memo_signature(self, node: ir.Node, known: dict[ir.Node, tuple | None] | None = None) -> tuple | None:
         """*node*'s :meth:`signature` when the backend's rule for it answers by signature
-        (:attr:`OpRule.signature_memo`), else None."""
+        (:attr:`OpRule.signature_memo`), else None.  *known*: the signatures already worked out for nodes of
+        this graph, unchanged since (kept there; a signature is the graph's, whichever backend asks)."""
         rule = self.backend.rules.lookup(node.domain, node.op_type, self.node_opset(node))
-        return self.signature(node) if rule is not None and rule.signature_memo else None
+        if rule is None or not rule.signature_memo:
+            return None
+        if known is None or self.pending_constants:
+            return self.signature(node)
+        signature = known.get(node, _UNKNOWN)
+        if signature is _UNKNOWN:
+            signature = known[node] = self.signature(node)
+        return signature
 
     def ask(self, unit: NodeUnit, signature: tuple | None, signatures: dict[tuple, Support] | None) -> Support:
         """``backend.supports(unit, self)``, or the answer *signatures* already holds for *signature* (None: always

@@ -170,6 +170,9 @@ class _GraphIndex:
         self.consumers = [sorted(nodes, key=self.position.__getitem__) for nodes in users]
         #: The nodes in topological order.
         self.sorted_nodes = [self.nodes[i] for i in self.order]
+        #: Node signatures (:meth:`ProposalContext.signature`) worked out so far: a fact of the unchanged graph,
+        #: whichever backend asks, for the proposals that share this index.
+        self.signatures: dict[ir.Node, tuple | None] = {}
 
     def _topological_order(self, users: Sequence[Sequence[int]]) -> list[int]:
         """Kahn's algorithm, depth first among the ready nodes (the first in graph order first)."""
@@ -409,7 +412,7 @@ def _propose_for(ctx: ProposalContext, index: _GraphIndex, owner: Mapping[ir.Nod
         elif unit.target in excluded:
             reason = excluded[unit.target]
         else:
-            answer = _ask(ctx, unit, by_signature, on_error)
+            answer = _ask(ctx, unit, by_signature, on_error, index)
             if answer:
                 group_values.update(unit.target.outputs)
                 return True
@@ -465,7 +468,7 @@ def _inlined_body(node: ir.Node) -> bool:
 
 
 def _ask(ctx: ProposalContext, unit: NodeUnit, by_signature: dict[tuple, Support] | None,
-         on_error: OnError | None) -> Support:
+         on_error: OnError | None, index: _GraphIndex) -> Support:
     """The backend's answer for *unit*: asked once per node (``ctx.answers``) and, for a single node whose
     rule answers by signature, once per signature in *by_signature*.  A rule that raises gets *on_error*'s
     answer, which is not kept: a later proposal asks again."""
@@ -477,7 +480,7 @@ def _ask(ctx: ProposalContext, unit: NodeUnit, by_signature: dict[tuple, Support
     try:
         signature = None
         if by_signature is not None and unit.kind == "single":
-            signature = ctx.memo_signature(unit.target)
+            signature = ctx.memo_signature(unit.target, index.signatures)
         answer = answers[key] = ctx.ask(unit, signature, by_signature)
     except Exception as exc:
         if on_error is None:

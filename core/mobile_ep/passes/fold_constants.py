@@ -186,7 +186,7 @@ def _unwrap_float16(proto: onnx.ModelProto, original: Callable[[], onnx.ModelPro
     if float32 is None:  # (without the types no node is known to be wrapped whole)
         return False
     names = {v for node in nodes for v in [*node.input, *node.output]} | {v.name for v in graph.input}
-    inner = {v for node in nodes for sub in model_io._subgraphs(node) for g in model_io._graphs(sub)
+    inner = {v for node in nodes for sub in model_io.subgraphs(node) for g in model_io.graphs(sub)
              for n in g.node for v in n.input}
     casts = {i for i, node in enumerate(nodes) if inserted(node)}
     # an inserted Cast reading another value than the float16 one it copies is a Cast of the model (to float16)

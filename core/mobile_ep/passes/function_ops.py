@@ -43,7 +43,7 @@ def function_nodes(proto: onnx.ModelProto) -> list[int]:
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     found = []
     for i, node in enumerate(proto.graph.node):
-        if opset is None or node.domain not in ("", "ai.onnx") or any(model_io._subgraphs(node)):
+        if opset is None or node.domain not in ("", "ai.onnx") or any(model_io.subgraphs(node)):
             continue
         try:
             schema = onnx.defs.get_schema(node.op_type, opset, "")
@@ -220,8 +220,8 @@ def _topological(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.
 def _reads(node: onnx.NodeProto) -> set[str]:
     """The values *node* reads, its subgraphs' outer-scope reads included."""
     names = {v for v in node.input if v}
-    for sub in model_io._subgraphs(node):
-        for graph in model_io._graphs(sub):
+    for sub in model_io.subgraphs(node):
+        for graph in model_io.graphs(sub):
             for inner in graph.node:
                 names.update(v for v in inner.input if v)
     return names

@@ -28,7 +28,7 @@ from mobile_ep.contract.plugins import guarded
 from mobile_ep.errors import MobileEpError
 from mobile_ep.partitioning.propose import graph_index
 from mobile_ep.passes.partition import PartitionPass
-from mobile_ep.reports.model import BackendReport, backend_report
+from mobile_ep.reports.model import BackendReport
 
 __all__ = ["better_options", "option_values", "with_options", "option_text", "MAX_CONVERTS", "INT_SPAN"]
 
@@ -80,19 +80,34 @@ def option_text(backend: str, changes: Mapping[str, str]) -> str:
 
 
 
-def _score(report: BackendReport) -> tuple[int, int, int]:
-    return _RANK.get(report.verdict.split()[0], 0), -len(report.partitions), report.supported_nodes
+@dataclasses.dataclass(frozen=True)
+class _Outcome:
+    """What a suggestion is ranked and said by: a backend report's verdict, number of partitions and nodes
+    (for an option change partitioning the model as it is, read off its proposal: no report is built)."""
+
+    verdict: str
+    partitions: int
+    supported_nodes: int
+    nodes: int
+
+    @classmethod
+    def of(cls, report: BackendReport) -> _Outcome:
+        return cls(report.verdict, len(report.partitions), report.supported_nodes, report.nodes)
 
 
-def _better(new: BackendReport, old: BackendReport) -> bool:
+def _score(outcome: _Outcome) -> tuple[int, int, int]:
+    return _RANK.get(outcome.verdict.split()[0], 0), -outcome.partitions, outcome.supported_nodes
+
+
+def _better(new: _Outcome, old: _Outcome) -> bool:
     (verdict, partitions, nodes), (old_verdict, old_partitions, old_nodes) = _score(new), _score(old)
     return verdict > old_verdict or (verdict == old_verdict and partitions > old_partitions and nodes >= old_nodes)
 
 
-def _text(change: str, report: BackendReport, where: str) -> str:
-    parts = len(report.partitions)
-    return (f"{change}: {report.supported_nodes}/{report.nodes} nodes in {parts} partition{'s' * (parts != 1)}, "
-            f"verdict {report.verdict.split()[0]} {where} (computed)")
+def _text(change: str, outcome: _Outcome, where: str) -> str:
+    parts = outcome.partitions
+    return (f"{change}: {outcome.supported_nodes}/{outcome.nodes} nodes in {parts} partition{'s' * (parts != 1)}, "
+            f"verdict {outcome.verdict.split()[0]} {where} (computed)")
 
 
 def _rewrite_names(backend: Backend) -> tuple[str, ...]:
@@ -121,20 +136,22 @@ def better_options(model: ir.Model, backend: Backend, before: BackendReport, aft
                     continue
                 converts += 1
                 try:
-                    report = after_convert(guarded(variant, strict=strict))
+                    outcome = _Outcome.of(after_convert(guarded(variant, strict=strict)))
                 except Exception:  # (a variant convert cannot write says nothing about the current one)
                     continue
-                if _better(report, after):
-                    found.append((_score(report), _text(change, report, "after convert")))
+                if _better(outcome, _Outcome.of(after)):
+                    found.append((_score(outcome), _text(change, outcome, "after convert")))
                 continue
             if before.verdict.startswith("YES"):
                 continue
             index = graph_index(model) if index is None else index  # (one for every variant: the model is not changed)
             partition = PartitionPass(guarded(variant, strict=strict), index=index)
             partition(model)
-            assert partition.proposal is not None
-            report = backend_report(variant, partition.proposal, partition.nodes, partition.costs, model=model)
-            if _better(report, before):
-                found.append((_score(report), _text(change, report, "as is")))
+            proposal = partition.proposal
+            assert proposal is not None  # (what its report would say: backend_report copies these four)
+            outcome = _Outcome(proposal.verdict, len(proposal.partitions), proposal.supported_nodes,
+                               proposal.total_nodes)
+            if _better(outcome, _Outcome.of(before)):
+                found.append((_score(outcome), _text(change, outcome, "as is")))
     found.sort(key=lambda item: item[0], reverse=True)
     return [text for _, text in found[:3]]

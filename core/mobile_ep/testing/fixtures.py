@@ -5,7 +5,7 @@ for one test, and the ``mobile-ep`` command run against that manager.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -62,13 +62,18 @@ def _command() -> Any:
 def mobile_ep_cli(mobile_ep_plugins: Any) -> Callable[..., Any]:
     """``run("check", "model.onnx", "--ep", "mynpu")``: the mobile-ep command with this test's plugins.
 
-    Returns click's ``Result`` (``exit_code``, ``stdout``, ``stderr``).
+    Returns click's ``Result`` (``exit_code``, ``stdout``, ``stderr``).  Keywords: *plugins*, another plugin
+    manager to run with, or None for the installed plugins (entry points), as a user's command runs; *input*,
+    what the command reads on stdin; *env*, environment variables set for the run; *catch_exceptions*: by
+    default an exception the command lets out is raised in the test, with its traceback.
     """
     from click.testing import CliRunner
 
     command = _command()
 
-    def run(*args: str | os.PathLike) -> Any:
-        return CliRunner().invoke(command, [str(a) for a in args], obj=mobile_ep_plugins)
+    def run(*args: str | os.PathLike, plugins: Any = mobile_ep_plugins, input: str | bytes | None = None,
+            env: Mapping[str, str | None] | None = None, catch_exceptions: bool = False) -> Any:
+        return CliRunner().invoke(command, [str(a) for a in args], obj=plugins, input=input, env=env,
+                                  catch_exceptions=catch_exceptions)
 
     return run

@@ -1,0 +1,73 @@
+"""What every job of :mod:`mobile_ep.model_io` shares: facts about ONNX protobufs and onnxruntime, walks over
+the graphs of a ``ModelProto``, and ONNX shape inference of a model without its large weights."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import onnx
+import onnx_ir as ir
+
+__all__ = ["MAX_IR_VERSION", "DATA_TYPES", "INFERENCE_DATA_MAX_BYTES", "nbytes", "type_name", "node_label",
+           "subgraphs", "graphs", "infer_proto"]
+
+#: Highest ONNX IR version onnxruntime 1.31 accepts (recent onnx releases write 14 by default).
+MAX_IR_VERSION = 13
+
+_T = onnx.TensorProto
+DATA_TYPES = frozenset(v.number for v in _T.DataType.DESCRIPTOR.values) - {_T.UNDEFINED}
+
+
+def nbytes(data_type: int, elements: int) -> int | None:
+    """Bytes *elements* values of *data_type* take in raw_data or external data (None: strings, no fixed size)."""
+    if data_type not in DATA_TYPES or data_type == _T.STRING:
+        return None
+    return (elements * ir.DataType(data_type).bitwidth + 7) // 8
+
+
+def type_name(data_type: int) -> str:
+    return _T.DataType.Name(data_type) if data_type in DATA_TYPES | {_T.UNDEFINED} else str(data_type)
+
+
+def node_label(node: onnx.NodeProto, index: int) -> str:
+    op = f"{node.domain}:{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
+    return f"{node.name!r} ({op})" if node.name else f"#{index} ({op})"
+
+
+def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    for attribute in node.attribute:
+        if attribute.HasField("g"):
+            yield attribute.g
+        yield from attribute.graphs
+
+
+def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """*graph*, then every subgraph in it at any depth."""
+    stack = [graph]
+    while stack:
+        graph = stack.pop()
+        yield graph
+        stack += [sub for node in graph.node if node.attribute for sub in subgraphs(node)]
+
+
+#: Initializers larger than this go to ONNX's shape inference as inputs, without their data (onnx_ir's rule).
+INFERENCE_DATA_MAX_BYTES = 1000
+
+
+def infer_proto(proto: onnx.ModelProto, *, data_prop: bool) -> onnx.ModelProto:
+    """ONNX shape inference of *proto* without the data of its large initializers, every initializer also
+    an input (onnx_ir's rule): only nodes, value infos and small tensors are copied."""
+    source = proto.graph
+    skeleton = onnx.ModelProto(ir_version=proto.ir_version, opset_import=proto.opset_import,
+                               functions=proto.functions)
+    graph = skeleton.graph
+    graph.name = source.name
+    for field in ("node", "input", "output", "value_info", "sparse_initializer"):
+        getattr(graph, field).extend(getattr(source, field))
+    inputs = {value.name for value in source.input}
+    for tensor in source.initializer:  # (under IR 3 onnx reads the type of an initializer only if an input)
+        if tensor.name not in inputs:
+            graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+        if tensor.data_location != _T.EXTERNAL and tensor.ByteSize() <= INFERENCE_DATA_MAX_BYTES:
+            graph.initializer.append(tensor)
+    return onnx.shape_inference.infer_shapes(skeleton, check_type=False, strict_mode=False, data_prop=data_prop)
