@@ -274,6 +274,19 @@ FAILING = [
      "fails the session"),
     ("conv_per_channel_weight_zero_point_3", lambda: _qdq_matmul(3, conv=True), "op", "fails the session"),
     ("maxpool_uint8", lambda: _unary("MaxPool", "u8", [1, 2, 4, 4], kernel_shape=[2, 2]), "op", "fails the session"),
+    ("resize_int32", lambda: _with("Resize", "i32", [1, 2, 4, 4], [const("roi", [], np.float32), const(
+        "scales", [1, 1, 2, 2], np.float32)], opset=13, mode="linear"), "op", "fails the session"),
+    ("resize_uint8_rank3", lambda: _with("Resize", "u8", [1, 2, 4], [const("roi", [], np.float32), const(
+        "scales", [1, 1, 2], np.float32)], opset=13, mode="nearest", nearest_mode="floor"), "op", "fails the session"),
+    ("depthtospace_uint8", lambda: _unary("DepthToSpace", "u8", [1, 4, 2, 2], blocksize=2), "op", "fails the session"),
+    ("spacetodepth_int8", lambda: _unary("SpaceToDepth", "i8", [1, 2, 4, 4], blocksize=2), "op", "fails the session"),
+    ("conv_dilated_same_upper", lambda: _with("Conv", "f32", [1, 3, 6, 7], [const("w", np.ones([2, 3, 2, 3]), np.float32)],
+                                              dilations=[2, 1], auto_pad="SAME_UPPER"), "op", "fails the session"),
+    ("conv3d_dilated_first_axis", lambda: _with("Conv", "f32", [1, 2, 5, 5, 5], [
+        const("w", np.ones([2, 2, 2, 2, 2]), np.float32)], dilations=[2, 1, 1]), "op", "fails the session"),
+    ("conv3d_dilated_last_axis_strided", lambda: _with("Conv", "f32", [1, 2, 5, 5, 5], [
+        const("w", np.ones([2, 2, 2, 2, 2]), np.float32)], dilations=[1, 1, 2], strides=[2, 2, 2]), "op",
+     "fails the session"),
 ]
 
 
@@ -449,6 +462,25 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
         const("pads", [0, 1, 3, 4, 0, 0, 0, 0], np.int64)], mode="reflect"), True),
     ("quickgelu_float", lambda: _quick_gelu(T.FLOAT), True),
     ("quickgelu_float16", lambda: _quick_gelu(T.FLOAT16), False),  # (onnxruntime does not fuse it: Sigmoid, Muls)
+    # Resize nearest: pytorch_half_pixel at rank 4 only; tf_half_pixel_for_nn with floor at rank 4 only
+    ("resize_pytorch_half_pixel_rank3", lambda: _resize([1, 2, 4], "floor", "pytorch_half_pixel"), False),
+    ("resize_pytorch_half_pixel_rank5", lambda: _resize([1, 2, 2, 4, 4], "round_prefer_ceil", "pytorch_half_pixel"),
+     False),
+    ("resize_pytorch_half_pixel_rank4", lambda: _resize([1, 2, 4, 4], "ceil", "pytorch_half_pixel"), True),
+    ("resize_tf_half_pixel_for_nn_floor_rank4", lambda: _resize([1, 2, 4, 4], "floor", "tf_half_pixel_for_nn"), True),
+    ("resize_tf_half_pixel_for_nn_round_rank4", lambda: _resize([1, 2, 4, 4], "round_prefer_floor",
+                                                                "tf_half_pixel_for_nn"), False),
+    ("resize_tf_half_pixel_for_nn_floor_rank3", lambda: _resize([1, 2, 4], "floor", "tf_half_pixel_for_nn"), False),
+    ("resize_linear_tf_half_pixel_for_nn", lambda: _with("Resize", "f32", [1, 2, 4, 4], [
+        const("roi", [], np.float32), const("scales", [1, 1, 2, 2], np.float32)], opset=13, mode="linear",
+        coordinate_transformation_mode="tf_half_pixel_for_nn"), False),
+    # the other side of the dilated Conv sessions that fail (below): explicit pads, 3-D along the last axis unstrided
+    ("conv_dilated_explicit_pads", lambda: _with("Conv", "f32", [1, 3, 6, 7], [const("w", np.ones([2, 3, 2, 3]),
+                                                                                     np.float32)],
+                                                 dilations=[1, 2], strides=[2, 2], pads=[1, 1, 1, 1]), True),
+    ("conv3d_dilated_last_axis", lambda: _with("Conv", "f32", [1, 2, 5, 5, 5], [const("w", np.ones([2, 2, 2, 2, 2]),
+                                                                                       np.float32)],
+                                               dilations=[1, 1, 2]), True),
 ], ids=lambda c: c if isinstance(c, str) else "")
 def test_found_by_the_generator_as_the_real_ep(qnn_backend, qnn_ep, case, build, expected):
     assert taken(qnn_backend, qnn_ep, build(), case) is expected
@@ -469,6 +501,8 @@ def _quick_gelu(dtype):
                                                 axis=1, num_outputs=1)),
     ("quickgelu_float", lambda: _quick_gelu(T.FLOAT)),
     ("q_and_dq_graph_outputs", lambda: _qdq_io(["y", "q", "d"])),
+    ("cast_to_float64_graph_output_after_conv", lambda: _after_conv(["Relu", "Sqrt"], "cast")),
+    ("dq_graph_output_after_conv_add", lambda: _after_conv(["AddConst"], "qdq")),
     ("dq_graph_output_after_globalmaxpool", lambda: graph_model(
         [helper.make_node("GlobalMaxPool", ["x"], ["r"]), helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q"]),
          helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])], [("x", T.FLOAT, [1, 3, 5, 3])],
@@ -559,3 +593,74 @@ def test_float16_function_body_the_cpu_inlines_is_a_partition_of_its_own_as_the_
     result = run_oracle(qnn_backend, model, qnn_ep, case="float16 Softsign")
     assert result.matches, result.diff()
     assert len(result.real.partitions) == 2 and {"relu"} in [set(p.nodes) for p in result.real.partitions]
+
+
+def _after_conv(chain, last, first="Conv"):
+    """*first* (a Conv, in NHWC on the EP) -> the ops of *chain* -> a Cast to a float64 graph output (*last*
+    ``"cast"``) or a QuantizeLinear -> DequantizeLinear writing a graph output (``"qdq"``); the last node ``op``."""
+    inits = [const("s", 0.05, np.float32), const("z", 0, np.int8)]
+    inputs = ["x", "w"] if first == "Conv" else ["x"]
+    if first == "Conv":
+        inits.append(const("w", np.full((3, 3, 1, 1), 0.3), np.float32))
+    attrs = {"kernel_shape": [1, 1]} if first == "AveragePool" else {}
+    nodes = [helper.make_node(first, inputs, ["v0"], name="first", **attrs)]
+    for i, op in enumerate(chain):
+        ins = [f"v{i}"]
+        if op == "AddConst":
+            op, ins = "Add", ins + ["c"]
+            inits.append(const("c", np.ones((1, 3, 1, 1)), np.float32))
+        elif op == "Reshape":
+            ins.append("shape")
+            inits.append(const("shape", [1, 3, 16, 1], np.int64))
+        nodes.append(helper.make_node(op, ins, [f"v{i + 1}"], name=f"mid{i}"))
+    value = f"v{len(chain)}"
+    if last == "cast":
+        nodes.append(helper.make_node("Cast", [value], ["y"], to=T.DOUBLE, name="op"))
+        out = ("y", T.DOUBLE, None)
+    else:
+        nodes += [helper.make_node("QuantizeLinear", [value, "s", "z"], ["q"], name="q"),
+                  helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="op")]
+        out = ("y", T.FLOAT, None)
+    return graph_model(nodes, [("x", T.FLOAT, [1, 3, 4, 4])], [out], inits, opset=21)
+
+
+@pytest.mark.parametrize(("first", "chain", "last", "expected"), [
+    ("Conv", [], "cast", True), ("Conv", ["Sqrt", "Neg"], "cast", True), ("Relu", ["Sqrt"], "cast", False),
+    ("Conv", ["Reshape"], "cast", False), ("AveragePool", ["Sqrt"], "qdq", True), ("Conv", ["AddConst"], "qdq", True),
+    ("Relu", ["Sqrt"], "qdq", False), ("Conv", ["Reshape"], "qdq", False)])
+def test_graph_output_node_after_a_layout_op_and_a_chain_as_the_real_ep(qnn_backend, qnn_ep, first, chain, last,
+                                                                        expected):
+    """A node left to the CPU only because it writes a graph output (a Cast to float64, a DequantizeLinear offloaded)
+    is taken when it reads, through ops onnxruntime's transpose optimizer moves a Transpose through, what a Conv or a
+    pooling op the EP takes in NHWC makes: the Transpose back to NCHW goes down to the graph output.  Not after a
+    Reshape (the Transpose stops there) nor without a layout op."""
+    model = _after_conv(chain, last, first)
+    assert taken(qnn_backend, qnn_ep, model, f"{first} {chain} {last}") is expected
+
+
+@pytest.mark.parametrize("case", ["reducesum_noop_rank1", "resize_cubic_exclude_outside"])
+def test_nodes_the_real_ep_takes_and_computes_wrongly_stay_on_the_cpu(qnn_backend, qnn_ep, tmp_path, case):
+    """onnxruntime-qnn 2.7 takes these and computes something else than the CPU: a ReduceSum with
+    noop_with_empty_axes=1 and no axes on a rank-1 tensor (keepdims=0) as a sum over every axis, a cubic Resize with
+    exclude_outside=1 as without it.  The backend leaves them to the CPU, saying why: the one placement it predicts
+    differently from the real EP, on purpose."""
+    from mobile_ep import ep_libraries, runtime
+
+    if case == "reducesum_noop_rank1":
+        model = graph_model([helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0, noop_with_empty_axes=1, name="op")],
+                            [("x", T.FLOAT, [4])], [("y", T.FLOAT, None)], opset=18)
+        said = "computes"
+    else:
+        model = _with("Resize", "f32", [1, 2, 4, 4], [const("roi", [], np.float32), const("scales", [1, 1, 2, 2],
+                                                                                           np.float32)],
+                      opset=13, mode="cubic", exclude_outside=1)
+        said = "computes"
+    result = run_oracle(qnn_backend, model, qnn_ep, case=case)
+    assert "op" in result.real_nodes and "op" not in result.predicted_nodes
+    assert said in result.reasons["op"]
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    feeds = runtime.make_inputs(path, seed=0)
+    reference = runtime.run(path, feeds)["y"]
+    got = ep_libraries.run_outputs(path, qnn_ep.ep_library(), qnn_ep.options, feeds)["y"]
+    assert np.max(np.abs(np.asarray(reference, np.float64) - got)) > 0.05 * np.max(np.abs(reference))

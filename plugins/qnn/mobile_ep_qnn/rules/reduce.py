@@ -35,7 +35,8 @@ class Reduce(QnnRule):
         given = attr(node, "axes", None) or (len(node.inputs) > 1 and node.inputs[1] is not None
                                               and ctx.static_shape(node.inputs[1]) != (0,))
         if attr(node, "noop_with_empty_axes", 0) and not given:
-            return Support.no("noop_with_empty_axes=1 without axes: the QNN EP reduces every axis then")
+            return Support.no("noop_with_empty_axes=1 without axes: the QNN EP reduces every axis then (it takes a rank-1 "
+                              "one with keepdims=0 and computes a sum, not the identity: left to the CPU)")
         if len(node.inputs) > 1 and node.inputs[1] is None:
             return Support.no("an axes input named '' (as the body of a function op onnxruntime inlines writes it): "
                               "onnxruntime-qnn 2.7 cannot get its shape and leaves the node")

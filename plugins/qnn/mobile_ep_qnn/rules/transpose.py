@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._base import FLOATS, SUPPORTED, DataType, QnnRule
+from ._base import FLOATS, NHWC_REFUSED_INTS, DataType, QnnRule, nhwc_plain_integer
 from .reshape import in_rank6_fusion, rank_limit
 
 
@@ -22,7 +22,8 @@ class Transpose(QnnRule):
 
 class DepthSpace(QnnRule):
     op_types = ("DepthToSpace", "SpaceToDepth")
+    input_types = {0: FLOATS | NHWC_REFUSED_INTS}
 
     def check(self, unit, ctx):
-        """float32/float16 or a QDQ unit; DCR and CRD modes."""
-        return SUPPORTED
+        """float32/float16 or a QDQ unit; DCR and CRD modes; a plain int32, int8 or uint8 input fails the session."""
+        return nhwc_plain_integer(unit, ctx)
