@@ -474,6 +474,23 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
     ("resize_linear_tf_half_pixel_for_nn", lambda: _with("Resize", "f32", [1, 2, 4, 4], [
         const("roi", [], np.float32), const("scales", [1, 1, 2, 2], np.float32)], opset=13, mode="linear",
         coordinate_transformation_mode="tf_half_pixel_for_nn"), False),
+    ("resize_cubic_scales_not_sizes_ratio", lambda: _with("Resize", "f32", [1, 2, 3, 2], [
+        const("roi", [], np.float32), const("scales", [1, 1, 1.5, 3], np.float32)], opset=13, mode="cubic",
+        coordinate_transformation_mode="align_corners"), False),
+    ("cast_int16_to_int64_inside", lambda: graph_model(
+        [helper.make_node("Cast", ["x"], ["c"], to=T.INT64, name="op"), helper.make_node("Add", ["c", "c"], ["y"])],
+        [("x", T.INT16, R2)], [("y", T.INT64, R2)]), True),
+    ("scatterelements_uint16_max", lambda: _with("ScatterElements", "u16", R2, [
+        const("i", np.zeros([3, 1]), np.int64), const("u", np.ones([3, 1]), np.uint16)], axis=1, reduction="max"), False),
+    ("scatterelements_uint16_add", lambda: _with("ScatterElements", "u16", R2, [
+        const("i", np.zeros([3, 1]), np.int64), const("u", np.ones([3, 1]), np.uint16)], axis=1, reduction="add"), True),
+    ("transpose_of_a_quantize_linear_the_ep_takes", lambda: _after_q("Transpose", perm=[1, 0]), True),
+    ("transpose_of_a_graph_input_quantize_linear", lambda: _after_q("Transpose", relu=False, perm=[1, 0]), False),
+    ("reshape_of_a_quantize_linear_the_ep_takes", lambda: _after_q("Reshape", [const("shape", [12], np.int64)]), False),
+    ("reshape_of_a_graph_input_quantize_linear", lambda: _after_q("Reshape", [const("shape", [12], np.int64)],
+                                                                  relu=False), True),
+    ("slice_of_a_quantize_linear_the_ep_takes", lambda: _after_q("Slice", [
+        const("starts", [0], np.int64), const("ends", [2], np.int64)]), False),
     # the other side of the dilated Conv sessions that fail (below): explicit pads, 3-D along the last axis unstrided
     ("conv_dilated_explicit_pads", lambda: _with("Conv", "f32", [1, 3, 6, 7], [const("w", np.ones([2, 3, 2, 3]),
                                                                                      np.float32)],
@@ -502,6 +519,11 @@ def _quick_gelu(dtype):
     ("quickgelu_float", lambda: _quick_gelu(T.FLOAT)),
     ("q_and_dq_graph_outputs", lambda: _qdq_io(["y", "q", "d"])),
     ("cast_to_float64_graph_output_after_conv", lambda: _after_conv(["Relu", "Sqrt"], "cast")),
+    ("cast_to_int64_graph_output_after_conv", lambda: _after_conv([], "cast64")),
+    ("transpose_of_a_quantize_linear_the_ep_takes", lambda: _after_q("Transpose", perm=[1, 0])),
+    ("cast_int16_to_int64_inside", lambda: graph_model(
+        [helper.make_node("Cast", ["x"], ["c"], to=T.INT64, name="op"), helper.make_node("Add", ["c", "c"], ["y"])],
+        [("x", T.INT16, R2)], [("y", T.INT64, R2)])),
     ("dq_graph_output_after_conv_add", lambda: _after_conv(["AddConst"], "qdq")),
     ("dq_graph_output_after_globalmaxpool", lambda: graph_model(
         [helper.make_node("GlobalMaxPool", ["x"], ["r"]), helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q"]),
@@ -519,7 +541,8 @@ def test_newly_claimed_nodes_run_on_the_simulator_as_on_the_cpu(qnn_ep, tmp_path
     got = ep_libraries.run_outputs(path, qnn_ep.ep_library(), qnn_ep.options, feeds)
     for name, ref in reference.items():
         ref = np.asarray(ref, np.float64)
-        step = 0.05 if case.startswith(("q_and", "dq_")) else 0.0  # (one quantization step: re-quantized on the HTP)
+        step = 0.05 if case.startswith(("q_and", "dq_")) else 0.0
+        step = 1.0 if case.startswith(("transpose_of", "cast_to_int64")) else step  # (one step: a uint8, an integer)  # (one quantization step: re-quantized on the HTP)
         assert np.max(np.abs(ref - np.asarray(got[name], np.float64))) <= 0.01 + step + 0.01 * np.max(np.abs(ref)), case
 
 
@@ -614,9 +637,15 @@ def _after_conv(chain, last, first="Conv"):
             inits.append(const("shape", [1, 3, 16, 1], np.int64))
         nodes.append(helper.make_node(op, ins, [f"v{i + 1}"], name=f"mid{i}"))
     value = f"v{len(chain)}"
-    if last == "cast":
-        nodes.append(helper.make_node("Cast", [value], ["y"], to=T.DOUBLE, name="op"))
-        out = ("y", T.DOUBLE, None)
+    if last in ("cast", "cast64"):
+        to = T.DOUBLE if last == "cast" else T.INT64
+        nodes.append(helper.make_node("Cast", [value], ["y"], to=to, name="op"))
+        out = ("y", to, None)
+    elif last == "q_output":
+        nodes += [helper.make_node("QuantizeLinear", [value, "s", "z"], ["q"], name="q"),
+                  helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="op")]
+        out = ("y", T.FLOAT, None)
+        return graph_model(nodes, [("x", T.FLOAT, [1, 3, 4, 4])], [out, ("q", T.INT8, None)], inits, opset=21)
     else:
         nodes += [helper.make_node("QuantizeLinear", [value, "s", "z"], ["q"], name="q"),
                   helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="op")]
@@ -627,7 +656,8 @@ def _after_conv(chain, last, first="Conv"):
 @pytest.mark.parametrize(("first", "chain", "last", "expected"), [
     ("Conv", [], "cast", True), ("Conv", ["Sqrt", "Neg"], "cast", True), ("Relu", ["Sqrt"], "cast", False),
     ("Conv", ["Reshape"], "cast", False), ("AveragePool", ["Sqrt"], "qdq", True), ("Conv", ["AddConst"], "qdq", True),
-    ("Relu", ["Sqrt"], "qdq", False), ("Conv", ["Reshape"], "qdq", False)])
+    ("Relu", ["Sqrt"], "qdq", False), ("Conv", ["Reshape"], "qdq", False), ("AveragePool", ["Sqrt"], "q_output", True),
+    ("Conv", [], "cast64", True), ("Relu", [], "cast64", False)])
 def test_graph_output_node_after_a_layout_op_and_a_chain_as_the_real_ep(qnn_backend, qnn_ep, first, chain, last,
                                                                         expected):
     """A node left to the CPU only because it writes a graph output (a Cast to float64, a DequantizeLinear offloaded)
@@ -664,3 +694,13 @@ def test_nodes_the_real_ep_takes_and_computes_wrongly_stay_on_the_cpu(qnn_backen
     reference = runtime.run(path, feeds)["y"]
     got = ep_libraries.run_outputs(path, qnn_ep.ep_library(), qnn_ep.options, feeds)["y"]
     assert np.max(np.abs(np.asarray(reference, np.float64) - got)) > 0.05 * np.max(np.abs(reference))
+
+
+def _after_q(op, inits=(), relu=True, **attrs):
+    """(Relu ->) QuantizeLinear -> *op* on its uint8 output: with the Relu the EP takes the QuantizeLinear, without it
+    the QuantizeLinear of the graph input is offloaded to the CPU."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu")] if relu else []
+    nodes += [helper.make_node("QuantizeLinear", ["r" if relu else "x", "s", "z"], ["q"], name="q"),
+              helper.make_node(op, ["q"] + [t.name for t in inits], ["y"], name="op", **attrs)]
+    return graph_model(nodes, [("x", T.FLOAT, [3, 4])], [("y", T.UINT8, None)],
+                       [const("s", 0.05, np.float32), const("z", 128, np.uint8), *inits], opset=21)

@@ -14,6 +14,18 @@ ANY_DATA = FLOATS | INTS | {DataType.UINT8, DataType.BOOL}
 MOVED_DATA = FLOATS | INTS | {DataType.BOOL}
 
 
+def not_quantized_by_the_ep(unit, ctx) -> Support:
+    """A uint8 input that a QuantizeLinear the EP takes makes is a quantized tensor in the EP's graph, which it does
+    not reshape or slice outside a QDQ unit (a plain uint8 tensor, a graph input's or the CPU's, it does)."""
+    value = unit.target.inputs[0]
+    if ctx.dtype(value) == DataType.UINT8 and unit.kind != "qdq":
+        made = ctx.producer(value)
+        if made is not None and made.op_type == "QuantizeLinear" and made.domain in ("", "ai.onnx") and ctx.claims(made):
+            return Support.no("input 0 is the uint8 output of a QuantizeLinear the EP takes: a quantized tensor, which "
+                              f"the QNN EP does not {unit.target.op_type} outside a QDQ unit")
+    return SUPPORTED
+
+
 def rank_limit(unit, ctx, limits: dict[DataType, int], index: int = 0) -> Support:
     """Input *index*'s type has a lower rank limit on the HTP than the op's (*limits*: type -> highest rank of the
     input and the output)."""
@@ -71,8 +83,8 @@ class Reshape(QnnRule):
 
     def check(self, unit, ctx):
         """Rank 5 at most (rank 6 inside the EP's rank-6 to rank-5 fusion of Reshape -> Transpose -> Reshape);
-        the output shape is static (the shape input may be computed)."""
-        return SUPPORTED
+        the output shape is static (the shape input may be computed); not of a quantized uint8 tensor the EP makes."""
+        return not_quantized_by_the_ep(unit, ctx)
 
 
 class Flatten(QnnRule):
@@ -80,8 +92,8 @@ class Flatten(QnnRule):
     input_types = {0: ANY_DATA}
 
     def check(self, unit, ctx):
-        """Any axis."""
-        return SUPPORTED
+        """Any axis; not of a quantized uint8 tensor the EP makes."""
+        return not_quantized_by_the_ep(unit, ctx)
 
 
 class SqueezeUnsqueeze(QnnRule):
@@ -89,5 +101,5 @@ class SqueezeUnsqueeze(QnnRule):
     input_types = {0: ANY_DATA}
 
     def check(self, unit, ctx):
-        """Any axes (the output shape is static); rank 5 at most."""
-        return SUPPORTED
+        """Any axes (the output shape is static); rank 5 at most; not of a quantized uint8 tensor the EP makes."""
+        return not_quantized_by_the_ep(unit, ctx)

@@ -12,9 +12,10 @@ class Resize(QnnRule):
 
     def check(self, unit, ctx):
         """nearest, linear or cubic (given by scales or sizes); no antialias, no tf_crop_and_resize, no
-        half_pixel_symmetric, no exclude_outside (the EP takes it, computing a wrong result); nearest: at rank 4 not round_prefer_floor or ceil with asymmetric coordinates, at other
-        ranks floor (half_pixel, asymmetric) or round_prefer_ceil (align_corners) only; tf_half_pixel_for_nn with
-        floor at rank 4 only; a plain int32, int8 or uint8 input fails the session."""
+        half_pixel_symmetric, no exclude_outside (the EP takes it, computing a wrong result); nearest: at rank 4 not
+        round_prefer_floor or ceil with asymmetric coordinates, at other ranks floor (half_pixel, asymmetric) or
+        round_prefer_ceil (align_corners) only; tf_half_pixel_for_nn with floor at rank 4 only; cubic with scales
+        equal to the output's sizes over the input's; a plain int32, int8 or uint8 input fails the session."""
         answer = self._modes(unit, ctx)
         return nhwc_plain_integer(unit, ctx) if answer else answer
 
@@ -32,11 +33,29 @@ class Resize(QnnRule):
         if transform == "tf_half_pixel_for_nn" and mode != "nearest":
             return Support.no(f"mode={mode} with tf_half_pixel_for_nn coordinates: the QNN EP takes that mode with "
                               "nearest only")
+        if mode == "cubic":
+            answer = _cubic_scales(node, ctx)
+            if not answer:
+                return answer
         if mode == "nearest":
             answer = _nearest(attr(node, "nearest_mode", "round_prefer_floor"), transform, ctx.rank(node.inputs[0]))
             if not answer:
                 return answer
         return SUPPORTED
+
+
+def _cubic_scales(node, ctx) -> Support:
+    """Cubic Resize given by scales: each scale must be the output's size over the input's (the HTP's Resize works
+    the scale out from the shapes)."""
+    scales = ctx.constant(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] is not None else None
+    source, result = ctx.static_shape(node.inputs[0]), ctx.static_shape(node.outputs[0])
+    if scales is None or not scales.size or source is None or result is None or len(scales) != len(source):
+        return SUPPORTED
+    for axis, (scale, size, out) in enumerate(zip(scales.reshape(-1).tolist(), source, result, strict=True)):
+        if abs(scale - out / size) > 1e-5:
+            return Support.no(f"cubic with scale {scale:g} on axis {axis} for {size} -> {out}: the QNN EP takes cubic "
+                              "Resize only when each scale is the output's size over the input's")
+    return SUPPORTED
 
 
 class GridSample(QnnRule):
