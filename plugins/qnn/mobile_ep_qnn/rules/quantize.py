@@ -37,8 +37,8 @@ class DequantizeLinear(QnnRule):
 
     def check(self, unit, ctx):
         """From 8-, 16- or 32-bit integers with constant scale and zero point; per tensor (a DequantizeLinear per
-        axis only inside a QDQ unit); not to a graph output (offloaded), unless it reads, through one-input ops, what an
-        op the EP takes in NHWC layout makes."""
+        axis only inside a QDQ unit); not to a graph output (offloaded), unless it reads, through ops the transpose
+        optimizer moves a Transpose through, what an op the EP takes in NHWC layout makes."""
         node = unit.target
         if ctx.dtype(node.outputs[0]) not in FLOATS:
             return Support.no("dequantizes to a type other than float32/float16")
