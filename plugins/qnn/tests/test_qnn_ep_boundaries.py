@@ -282,6 +282,8 @@ FAILING = [
     ("spacetodepth_int8", lambda: _unary("SpaceToDepth", "i8", [1, 2, 4, 4], blocksize=2), "op", "fails the session"),
     ("conv_dilated_same_upper", lambda: _with("Conv", "f32", [1, 3, 6, 7], [const("w", np.ones([2, 3, 2, 3]), np.float32)],
                                               dilations=[2, 1], auto_pad="SAME_UPPER"), "op", "fails the session"),
+    ("hardswish_float16_rank6", lambda: _unary("HardSwish", "f16", [2, 1, 2, 1, 2, 2], opset=18), None,
+     "zero graph inputs"),  # (the Casts of the constants of the body onnxruntime inlines: a partition of their own)
     ("conv3d_dilated_first_axis", lambda: _with("Conv", "f32", [1, 2, 5, 5, 5], [
         const("w", np.ones([2, 2, 2, 2, 2]), np.float32)], dilations=[2, 1, 1]), "op", "fails the session"),
     ("conv3d_dilated_last_axis_strided", lambda: _with("Conv", "f32", [1, 2, 5, 5, 5], [
@@ -296,7 +298,8 @@ def test_a_graph_the_real_ep_cannot_build_is_predicted_so(qnn_backend, qnn_ep, c
     node, its reason saying the session fails, and the crash stays in the child process the oracle runs it in."""
     result = run_oracle(qnn_backend, build(), qnn_ep, case=case)
     assert not result.built
-    assert reason in result.reasons[node] and "session" in result.reasons[node]
+    said = [result.reasons[node]] if node else list(result.reasons.values())
+    assert any(reason in text and "session" in text for text in said), said
 
 
 def test_q_as_graph_output_without_its_dq_builds(qnn_backend, qnn_ep):
@@ -474,6 +477,7 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
     ("resize_linear_tf_half_pixel_for_nn", lambda: _with("Resize", "f32", [1, 2, 4, 4], [
         const("roi", [], np.float32), const("scales", [1, 1, 2, 2], np.float32)], opset=13, mode="linear",
         coordinate_transformation_mode="tf_half_pixel_for_nn"), False),
+    ("hardswish_float16_rank4", lambda: _unary("HardSwish", "f16", [2, 1, 2, 2], opset=18), True),
     ("resize_cubic_scales_not_sizes_ratio", lambda: _with("Resize", "f32", [1, 2, 3, 2], [
         const("roi", [], np.float32), const("scales", [1, 1, 1.5, 3], np.float32)], opset=13, mode="cubic",
         coordinate_transformation_mode="align_corners"), False),
