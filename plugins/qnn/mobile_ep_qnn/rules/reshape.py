@@ -14,15 +14,20 @@ ANY_DATA = FLOATS | INTS | {DataType.UINT8, DataType.BOOL}
 MOVED_DATA = FLOATS | INTS | {DataType.BOOL}
 
 
+def quantized_in_the_ep(value, ctx) -> bool:
+    """Whether *value* is a quantized tensor in the EP's graph: a QuantizeLinear the EP takes makes it."""
+    made = ctx.producer(value)
+    return made is not None and made.op_type == "QuantizeLinear" and made.domain in ("", "ai.onnx") and bool(
+        ctx.claims(made))
+
+
 def not_quantized_by_the_ep(unit, ctx) -> Support:
-    """A uint8 input that a QuantizeLinear the EP takes makes is a quantized tensor in the EP's graph, which it does
-    not reshape or slice outside a QDQ unit (a plain uint8 tensor, a graph input's or the CPU's, it does)."""
+    """A uint8 input that is quantized in the EP's graph (:func:`quantized_in_the_ep`) the EP does not reshape or
+    slice outside a QDQ unit (a plain uint8 tensor, a graph input's or the CPU's, it does)."""
     value = unit.target.inputs[0]
-    if ctx.dtype(value) == DataType.UINT8 and unit.kind != "qdq":
-        made = ctx.producer(value)
-        if made is not None and made.op_type == "QuantizeLinear" and made.domain in ("", "ai.onnx") and ctx.claims(made):
-            return Support.no("input 0 is the uint8 output of a QuantizeLinear the EP takes: a quantized tensor, which "
-                              f"the QNN EP does not {unit.target.op_type} outside a QDQ unit")
+    if ctx.dtype(value) == DataType.UINT8 and unit.kind != "qdq" and quantized_in_the_ep(value, ctx):
+        return Support.no("input 0 is a quantized uint8 tensor in the EP's graph (a QuantizeLinear makes it): the "
+                          f"QNN EP does not {unit.target.op_type} it outside a QDQ unit")
     return SUPPORTED
 
 

@@ -12,7 +12,7 @@ from ._base import (
     nhwc_plain_integer,
     type_name,
 )
-from .reshape import in_rank6_fusion, rank_limit
+from .reshape import in_rank6_fusion, quantized_in_the_ep, rank_limit
 
 
 class Transpose(QnnRule):
@@ -25,14 +25,13 @@ class Transpose(QnnRule):
     def check(self, unit, ctx):
         """Any permutation of a tensor of rank 5 at most (rank 6 inside the EP's rank-6 to rank-5 fusion of
         Reshape -> Transpose -> Reshape); float32, float16 (or a QDQ unit), bool; int32 of rank 4 at most (no
-        int64); an 8- or 16-bit integer only as the output of a QuantizeLinear the EP takes."""
+        int64); an 8- or 16-bit integer only as a quantized tensor (the output of a QuantizeLinear the EP
+        takes)."""
         value = unit.target.inputs[0]
         dtype = ctx.dtype(value)
-        if dtype in QUANTIZED and unit.kind != "qdq":
-            made = ctx.producer(value)
-            if made is None or made.op_type != "QuantizeLinear" or not ctx.claims(made):
-                return Support.no(f"input 0 is {type_name(dtype)}: QNN transposes 8- and 16-bit integers only as the "
-                                  "output of a QuantizeLinear it takes")
+        if dtype in QUANTIZED and unit.kind != "qdq" and not quantized_in_the_ep(value, ctx):
+            return Support.no(f"input 0 is {type_name(dtype)}: QNN transposes 8- and 16-bit integers only as a "
+                              "quantized tensor (the output of a QuantizeLinear the EP takes)")
         return rank_limit(unit, ctx, {DataType.INT32: 4})
 
 
