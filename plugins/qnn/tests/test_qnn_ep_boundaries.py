@@ -422,6 +422,10 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
     ("cast_int16_to_int32", lambda: _unary("Cast", "i16", R2, out="i32", to=T.INT32), True),
     ("matmul_rank5", lambda: _with("MatMul", "f32", [1, 1, 3, 4, 2], [const("w", np.ones([2, 4]), np.float32)]), False),
     ("matmul_rank4", lambda: _with("MatMul", "f32", [1, 3, 4, 2], [const("w", np.ones([2, 4]), np.float32)]), True),
+    ("matmul_rank5_input_rank2", lambda: one_node("MatMul", [("a", T.FLOAT, [1, 1, 3, 4, 2]), ("b", T.FLOAT, [2, 4])],
+                                                 [("y", T.FLOAT, None)]), True),
+    ("matmul_rank2_constant_rank5", lambda: graph_model([helper.make_node("MatMul", ["w", "b"], ["y"], name="op")], [
+        ("b", T.FLOAT, [1, 1, 2, 4, 2])], [("y", T.FLOAT, None)], [const("w", np.ones([3, 4]), np.float32)]), True),
     ("matmul_rank5_both", lambda: one_node("MatMul", [("a", T.FLOAT, [1, 1, 4, 3, 4]), ("b", T.FLOAT, [1, 1, 4, 4, 8])],
                                           [("y", T.FLOAT, None)]), True),
     # asked with onnxruntime's assignment info (no EPContext output)
@@ -524,6 +528,8 @@ def _quick_gelu(dtype):
     ("q_and_dq_graph_outputs", lambda: _qdq_io(["y", "q", "d"])),
     ("cast_to_float64_graph_output_after_conv", lambda: _after_conv(["Relu", "Sqrt"], "cast")),
     ("cast_to_int64_graph_output_after_conv", lambda: _after_conv([], "cast64")),
+    ("matmul_rank5_input_rank2", lambda: one_node("MatMul", [("a", T.FLOAT, [1, 1, 3, 4, 2]), ("b", T.FLOAT, [2, 4])],
+                                                 [("y", T.FLOAT, None)])),
     ("transpose_of_a_quantize_linear_the_ep_takes", lambda: _after_q("Transpose", perm=[1, 0])),
     ("cast_int16_to_int64_inside", lambda: graph_model(
         [helper.make_node("Cast", ["x"], ["c"], to=T.INT64, name="op"), helper.make_node("Add", ["c", "c"], ["y"])],
