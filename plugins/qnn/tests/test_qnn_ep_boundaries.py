@@ -632,7 +632,7 @@ def _after_conv(chain, last, first="Conv"):
     """*first* (a Conv, in NHWC on the EP) -> the ops of *chain* -> a Cast to a float64 graph output (*last*
     ``"cast"``) or a QuantizeLinear -> DequantizeLinear writing a graph output (``"qdq"``); the last node ``op``."""
     inits = [const("s", 0.05, np.float32), const("z", 0, np.int8)]
-    inputs = ["x", "w"] if first == "Conv" else ["x"]
+    inputs = ["x", "w"] if first == "Conv" else ["x"]  # (GlobalMaxPool, AveragePool, Relu: x only)
     if first == "Conv":
         inits.append(const("w", np.full((3, 3, 1, 1), 0.3), np.float32))
     attrs = {"kernel_shape": [1, 1]} if first == "AveragePool" else {}
@@ -651,6 +651,12 @@ def _after_conv(chain, last, first="Conv"):
         to = T.DOUBLE if last == "cast" else T.INT64
         nodes.append(helper.make_node("Cast", [value], ["y"], to=to, name="op"))
         out = ("y", to, None)
+    elif last == "two_dq":  # (the QuantizeLinear's output a graph output read by two DequantizeLinears)
+        nodes += [helper.make_node("QuantizeLinear", [value, "s", "z"], ["q"], name="q"),
+                  helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="op"),
+                  helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y2"], name="dq2")]
+        return graph_model(nodes, [("x", T.FLOAT, [1, 3, 4, 4])], [("y", T.FLOAT, None), ("q", T.INT8, None)], inits,
+                           opset=21)
     elif last == "q_output":
         nodes += [helper.make_node("QuantizeLinear", [value, "s", "z"], ["q"], name="q"),
                   helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="op")]
@@ -667,7 +673,7 @@ def _after_conv(chain, last, first="Conv"):
     ("Conv", [], "cast", True), ("Conv", ["Sqrt", "Neg"], "cast", True), ("Relu", ["Sqrt"], "cast", False),
     ("Conv", ["Reshape"], "cast", False), ("AveragePool", ["Sqrt"], "qdq", True), ("Conv", ["AddConst"], "qdq", True),
     ("Relu", ["Sqrt"], "qdq", False), ("Conv", ["Reshape"], "qdq", False), ("AveragePool", ["Sqrt"], "q_output", True),
-    ("Conv", [], "cast64", True), ("Relu", [], "cast64", False)])
+    ("Conv", [], "cast64", True), ("Relu", [], "cast64", False), ("GlobalMaxPool", [], "two_dq", True)])
 def test_graph_output_node_after_a_layout_op_and_a_chain_as_the_real_ep(qnn_backend, qnn_ep, first, chain, last,
                                                                         expected):
     """A node left to the CPU only because it writes a graph output (a Cast to float64, a DequantizeLinear offloaded)

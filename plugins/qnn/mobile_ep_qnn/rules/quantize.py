@@ -71,11 +71,11 @@ BROADCASTING = frozenset({
 
 def after_a_layout_op(node, ctx) -> bool:
     """Whether *node* reads, through a chain of ops the transpose optimizer moves a Transpose through
-    (:data:`TRANSPOSABLE` by their first input, :data:`BROADCASTING` by any; each value read by the next node only,
-    a graph output or not),
-    what a node the EP takes in NHWC layout makes.  Seen with the real EP: the layout transform's Transpose back to
-    NCHW goes down that chain to the graph output, so a node that writes a graph output in the model (a
-    DequantizeLinear offloaded, a Cast to float64) writes the Transpose's input in the EP's graph, and is taken."""
+    (:data:`TRANSPOSABLE` by their first input, :data:`BROADCASTING` by any; a value of the chain may have other
+    readers and be a graph output), what a node the EP takes in NHWC layout makes.  Seen with the real EP: the layout
+    transform's Transpose back to NCHW goes down that chain to the graph output, so a node that writes a graph output
+    in the model (a DequantizeLinear offloaded, a Cast to float64) writes the Transpose's input in the EP's graph, and
+    is taken."""
     return any(_from_a_layout_op(value, ctx, 16) for value in _moved_inputs(node, ctx))
 
 
@@ -85,8 +85,6 @@ def _from_a_layout_op(value, ctx, depth: int) -> bool:
         return False
     if made.op_type in LAYOUT_OPS:
         return bool(ctx.claims(made))
-    if len(ctx.consumers(value)) != 1:
-        return False
     return any(_from_a_layout_op(v, ctx, depth - 1) for v in _moved_inputs(made, ctx))
 
 
