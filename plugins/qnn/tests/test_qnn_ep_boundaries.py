@@ -503,6 +503,11 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
     ("conv_dilated_explicit_pads", lambda: _with("Conv", "f32", [1, 3, 6, 7], [const("w", np.ones([2, 3, 2, 3]),
                                                                                      np.float32)],
                                                  dilations=[1, 2], strides=[2, 2], pads=[1, 1, 1, 1]), True),
+    ("conv3d_dilated_middle_axis", lambda: _with("Conv", "f32", [1, 2, 5, 5, 5], [const("w", np.ones([2, 2, 2, 2, 2]),
+                                                                                         np.float32)],
+                                                 dilations=[1, 2, 1], pads=[1] * 6), True),
+    ("conv3d_dilated_strided_first_axis", lambda: _with("Conv", "f32", [1, 2, 5, 5, 5], [
+        const("w", np.ones([2, 2, 2, 2, 2]), np.float32)], dilations=[1, 1, 2], strides=[2, 1, 1]), True),
     ("conv3d_dilated_last_axis", lambda: _with("Conv", "f32", [1, 2, 5, 5, 5], [const("w", np.ones([2, 2, 2, 2, 2]),
                                                                                        np.float32)],
                                                dilations=[1, 1, 2]), True),
