@@ -274,6 +274,7 @@ FAILING = [
      "fails the session"),
     ("conv_per_channel_weight_zero_point_3", lambda: _qdq_matmul(3, conv=True), "op", "fails the session"),
     ("maxpool_uint8", lambda: _unary("MaxPool", "u8", [1, 2, 4, 4], kernel_shape=[2, 2]), "op", "fails the session"),
+    ("reducemin_int64_graph_input_rank5", lambda: _reduce("ReduceMin", "i64", R5, [1]), "op", "int64 graph input"),
     ("resize_int32", lambda: _with("Resize", "i32", [1, 2, 4, 4], [const("roi", [], np.float32), const(
         "scales", [1, 1, 2, 2], np.float32)], opset=13, mode="linear"), "op", "fails the session"),
     ("resize_uint8_rank3", lambda: _with("Resize", "u8", [1, 2, 4], [const("roi", [], np.float32), const(
@@ -689,17 +690,20 @@ def test_graph_output_node_after_a_layout_op_and_a_chain_as_the_real_ep(qnn_back
     assert taken(qnn_backend, qnn_ep, model, f"{first} {chain} {last}") is expected
 
 
-@pytest.mark.parametrize("case", ["reducesum_noop_rank1", "resize_cubic_exclude_outside"])
+@pytest.mark.parametrize("case", ["reducesum_noop_rank1", "resize_cubic_exclude_outside", "reducemin_int32_rank5"])
 def test_nodes_the_real_ep_takes_and_computes_wrongly_stay_on_the_cpu(qnn_backend, qnn_ep, tmp_path, case):
     """onnxruntime-qnn 2.7 takes these and computes something else than the CPU: a ReduceSum with
     noop_with_empty_axes=1 and no axes on a rank-1 tensor (keepdims=0) as a sum over every axis, a cubic Resize with
-    exclude_outside=1 as without it.  The backend leaves them to the CPU, saying why: the one placement it predicts
+    exclude_outside=1 as without it, an int32 ReduceMin of rank 5.  The backend leaves them to the CPU, saying why: the one placement it predicts
     differently from the real EP, on purpose."""
     from mobile_ep import ep_libraries, runtime
 
     if case == "reducesum_noop_rank1":
         model = graph_model([helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0, noop_with_empty_axes=1, name="op")],
                             [("x", T.FLOAT, [4])], [("y", T.FLOAT, None)], opset=18)
+        said = "computes"
+    elif case == "reducemin_int32_rank5":
+        model = _reduce("ReduceMin", "i32", R5, [0, 2, 3])
         said = "computes"
     else:
         model = _with("Resize", "f32", [1, 2, 4, 4], [const("roi", [], np.float32), const("scales", [1, 1, 2, 2],
