@@ -123,10 +123,15 @@ class QnnBackend(Backend):
         return QDQ_OPS
 
     def accept_partition(self, partition: PartitionView, ctx: RuleContext) -> Support:
-        """ORT's QNN EP drops a partition that is a single QuantizeLinear or DequantizeLinear."""
+        """ORT's QNN EP drops a partition that is a single QuantizeLinear or DequantizeLinear.  A partition that reads
+        only constants (the Casts of the constants of a function body onnxruntime inlined) onnxruntime-qnn 2.7 takes
+        and then fails the session on ("Having zero graph inputs is not supported"): refused, saying so."""
         nodes = partition.nodes
         if len(nodes) == 1 and nodes[0].op_type in ("QuantizeLinear", "DequantizeLinear") and nodes[0].domain in ("", "ai.onnx"):
             return Support.no("a lone QuantizeLinear/DequantizeLinear: the QNN EP does not take a partition of one")
+        if all(value is None or ctx.is_constant(value) for value in partition.inputs):
+            return Support.no("a partition reading only constants: onnxruntime-qnn 2.7 takes it and then fails the "
+                              "session ('Having zero graph inputs is not supported')")
         return SUPPORTED
 
     # -- the real EP ------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ import onnx_ir as ir
 from mobile_ep import SUPPORTED, DataType, NodeUnit, OpRule, RuleContext, Support, attr
 
 __all__ = ["QnnRule", "FLOATS", "INTS", "QUANTIZED", "type_name", "input_type", "attr", "Support", "SUPPORTED",
-           "DataType"]
+           "DataType", "NHWC_REFUSED_INTS", "nhwc_plain_integer"]
 
 FLOATS = frozenset({DataType.FLOAT, DataType.FLOAT16})
 #: Integer types the EP maps onto QNN integers (64-bit ones are narrowed to 32 bits).
@@ -163,6 +163,22 @@ def session_failure(unit: NodeUnit, ctx: RuleContext) -> Support:
         if ctx.dtype(value) == DataType.INT64 and ctx.rank(value) == MAX_RANK and ctx.is_graph_output(value):
             return Support.no(f"output {index} is an int64 graph output of rank 5: onnxruntime-qnn 2.7 takes the node "
                               "and then crashes creating the session (segmentation fault)")
+    return SUPPORTED
+
+
+#: Plain (not quantized) integer tensors onnxruntime-qnn 2.7 takes for ops it lays out in NHWC (Resize,
+#: DepthToSpace, SpaceToDepth) and then refuses in that layout, failing the session.
+NHWC_REFUSED_INTS = frozenset({DataType.INT32, DataType.INT8, DataType.UINT8})
+
+
+def nhwc_plain_integer(unit: NodeUnit, ctx: RuleContext) -> Support:
+    """A node the EP lays out in NHWC reading a plain integer tensor (outside a QDQ unit): refused, the reason
+    saying the session fails (onnxruntime-qnn 2.7 takes it, then refuses the NHWC node: "was inserted using the
+    NHWC format ... but was not selected by that EP")."""
+    dtype = ctx.dtype(unit.target.inputs[0])
+    if unit.kind != "qdq" and dtype in NHWC_REFUSED_INTS:
+        return Support.no(f"input 0 is {type_name(dtype)} (not quantized): onnxruntime-qnn 2.7 takes the node, then "
+                          "refuses it in NHWC layout and fails the session")
     return SUPPORTED
 
 

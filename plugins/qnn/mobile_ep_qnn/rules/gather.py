@@ -53,15 +53,17 @@ class ScatterElements(QnnRule):
     max_rank = 4
 
     def check(self, unit, ctx):
-        """float32, float16, int32, int64, uint8 or uint16 data (no int8 or bool); no reduction, or add, mul or max
-        on integer data (not on float, no min)."""
+        """float32, float16, int32, int64, uint8 or uint16 data (no int8 or bool); no reduction, or add or mul on
+        integer data, max on int32, int64 or uint8 (not on float or uint16, no min)."""
         node = unit.target
         reduction = attr(node, "reduction", "none")
         if reduction == "none":
             return SUPPORTED
-        if reduction == "min" or ctx.dtype(node.inputs[0]) not in INTS | {DataType.UINT8, DataType.UINT16}:
-            return Support.no(f"reduction={reduction} on {ctx.dtype(node.inputs[0]).name.lower()} data: the QNN EP "
-                              "takes ScatterElements with add, mul or max on int32, int64, uint8 or uint16 only")
+        dtype = ctx.dtype(node.inputs[0])
+        if reduction == "min" or dtype not in INTS | {DataType.UINT8, DataType.UINT16} or (
+                reduction == "max" and dtype == DataType.UINT16):
+            return Support.no(f"reduction={reduction} on {dtype.name.lower()} data: the QNN EP takes ScatterElements "
+                              "with add or mul on int32, int64, uint8 or uint16, max on int32, int64 or uint8 only")
         return SUPPORTED
 
 

@@ -3,19 +3,23 @@ and FullyConnected."""
 
 from __future__ import annotations
 
-from ._base import FLOATS, SUPPORTED, QnnRule, Support, attr
+from ._base import FLOATS, SUPPORTED, QnnRule, Support, attr, constant_or_dequantized
 
 
 class MatMul(QnnRule):
     op_types = ("MatMul",)
 
     def check(self, unit, ctx):
-        """float32/float16 or a QDQ unit; both operands may be activations; broadcasting batch dims; at rank 5 both
-        operands of rank 5 (the HTP refuses broadcasting a lower-rank operand there)."""
-        ranks = [ctx.rank(v) for v in unit.target.inputs[:2]]
-        if 5 in ranks and ranks[0] != ranks[1]:
-            return Support.no(f"operands of rank {ranks[0]} and {ranks[1]}: the HTP takes MatMul of rank 5 with both "
-                              "operands of rank 5 only")
+        """float32/float16 or a QDQ unit; both operands may be activations; broadcasting batch dims; with a first
+        operand of rank 5, a constant second one of rank 5 only (a lower-rank constant the EP makes a FullyConnected
+        weight, which the HTP refuses there)."""
+        inputs = unit.target.inputs[:2]
+        ranks = [ctx.rank(v) for v in inputs]
+        weight = inputs[1]
+        if ranks[0] == 5 and ranks[1] != 5 and (ctx.is_constant(weight) or (
+                unit.kind == "qdq" and constant_or_dequantized(weight, ctx))):
+            return Support.no(f"operands of rank 5 and {ranks[1]}, the second a constant: the HTP takes MatMul of rank 5 "
+                              "with a constant second operand of rank 5 only")
         return SUPPORTED
 
 

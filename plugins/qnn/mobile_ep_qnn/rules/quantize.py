@@ -37,8 +37,8 @@ class DequantizeLinear(QnnRule):
 
     def check(self, unit, ctx):
         """From 8-, 16- or 32-bit integers with constant scale and zero point; per tensor (a DequantizeLinear per
-        axis only inside a QDQ unit); not to a graph output (offloaded), unless it reads a QuantizeLinear of an op the
-        EP takes in NHWC layout."""
+        axis only inside a QDQ unit); not to a graph output (offloaded), unless it reads, through ops the transpose
+        optimizer moves a Transpose through, what an op the EP takes in NHWC layout makes."""
         node = unit.target
         if ctx.dtype(node.outputs[0]) not in FLOATS:
             return Support.no("dequantizes to a type other than float32/float16")
@@ -46,7 +46,7 @@ class DequantizeLinear(QnnRule):
             return Support.no("a DequantizeLinear per axis outside a QDQ unit: the QNN EP takes a standalone "
                               "DequantizeLinear per tensor only")
         if ctx.options.offload_graph_io_quantization and ctx.is_graph_output(node.outputs[0]) and \
-                not _after_a_layout_op(node, ctx):
+                not after_a_layout_op(node, ctx):
             return Support.no("it dequantizes a graph output: offload_graph_io_quantization leaves it to the CPU")
         return SUPPORTED
 
@@ -57,15 +57,44 @@ LAYOUT_OPS = frozenset({"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPo
                         "BatchNormalization", "GridSample", "LRN"})
 
 
-def _after_a_layout_op(node, ctx) -> bool:
-    """Whether the DequantizeLinear *node* reads a QuantizeLinear of what a node the EP takes in NHWC layout makes
-    (seen with the real EP: the layout transform's Transpose back to NCHW is moved after the Q/DQ pair, so the
-    DequantizeLinear is inside the EP's graph, not at its output, and is not offloaded)."""
-    q = ctx.producer(node.inputs[0])
-    if q is None or q.op_type != "QuantizeLinear":
+#: Ops onnxruntime's transpose optimizer moves a Transpose through (its handlers for ops of one input, Clip,
+#: CastLike, Q/DQ and the broadcasting ones): the Transpose back to NCHW after a layout op goes down a chain of them.
+TRANSPOSABLE = frozenset({
+    "Cast", "Exp", "Identity", "LeakyRelu", "Log", "Reciprocal", "Relu", "Sigmoid", "Sqrt", "Tanh", "Abs", "Not", "Ceil",
+    "Floor", "Neg", "Erf", "HardSigmoid", "Round", "IsInf", "IsNaN", "Selu", "Shrink", "Sign", "Softplus", "Softsign",
+    "ThresholdedRelu", "Celu", "HardSwish", "Sin", "Cos", "Tan", "Sinh", "Cosh", "Asin", "Acos", "Atan", "Asinh",
+    "Acosh", "Atanh", "QuantizeLinear", "DequantizeLinear", "Clip", "CastLike"})
+BROADCASTING = frozenset({
+    "Add", "Max", "Min", "Mul", "Sub", "Div", "And", "Or", "Xor", "Mod", "PRelu", "BitShift", "Equal", "Greater",
+    "Less", "GreaterOrEqual", "LessOrEqual", "Mean", "Sum", "Pow", "Where"})
+
+
+def after_a_layout_op(node, ctx) -> bool:
+    """Whether *node* reads, through a chain of ops the transpose optimizer moves a Transpose through
+    (:data:`TRANSPOSABLE` by their first input, :data:`BROADCASTING` by any; a value of the chain may have other
+    readers and be a graph output), what a node the EP takes in NHWC layout makes.  Seen with the real EP: the layout
+    transform's Transpose back to NCHW goes down that chain to the graph output, so a node that writes a graph output
+    in the model (a DequantizeLinear offloaded, a Cast to float64) writes the Transpose's input in the EP's graph, and
+    is taken."""
+    return any(_from_a_layout_op(value, ctx, 16) for value in _moved_inputs(node, ctx))
+
+
+def _from_a_layout_op(value, ctx, depth: int) -> bool:
+    made = ctx.producer(value)
+    if made is None or made.domain not in ("", "ai.onnx") or depth == 0:
         return False
-    made = ctx.producer(q.inputs[0])
-    return made is not None and made.op_type in LAYOUT_OPS and made.domain in ("", "ai.onnx") and bool(ctx.claims(made))
+    if made.op_type in LAYOUT_OPS:
+        return bool(ctx.claims(made))
+    return any(_from_a_layout_op(v, ctx, depth - 1) for v in _moved_inputs(made, ctx))
+
+
+def _moved_inputs(node, ctx) -> list:
+    """The inputs of *node* a Transpose is moved through it from."""
+    if node.op_type in TRANSPOSABLE:
+        return node.inputs[:1]
+    if node.op_type in BROADCASTING:
+        return [v for v in node.inputs if v is not None and not ctx.is_constant(v)]
+    return []
 
 
 def per_axis(node, ctx) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._base import FLOATS, INTS, MAX_RANK, SUPPORTED, QnnRule, Support, attr
+from ._base import FLOATS, INTS, MAX_RANK, SUPPORTED, QnnRule, Support, attr, session_failure
 
 
 def _axes(unit, ctx) -> list[int] | None:
@@ -27,15 +27,16 @@ class Reduce(QnnRule):
 
     def check(self, unit, ctx):
         """float32/float16 or a QDQ unit; int32/int64 for ReduceSum, ReduceMax and ReduceMin (not of rank 5 for
-        ReduceMax/ReduceMin); constant axes; noop_with_empty_axes=0 unless axes are given.  ReduceMax and ReduceMin of
-        rank 5 over one axis only; ReduceLogSumExp of rank 4 at most, ReduceL2 of rank 5 with keepdims=0 only (the HTP's
+        ReduceMax; ReduceMin of rank 5 the EP takes, computing a wrong result); constant axes; noop_with_empty_axes=0 unless axes are given.  float ReduceMax and ReduceMin
+        of rank 5 over one axis only; ReduceLogSumExp of rank 4 at most, ReduceL2 of rank 5 with keepdims=0 only (the HTP's
         op validation refuses the rest); no axes input named ''."""
         node = unit.target
         op = node.op_type
         given = attr(node, "axes", None) or (len(node.inputs) > 1 and node.inputs[1] is not None
                                               and ctx.static_shape(node.inputs[1]) != (0,))
         if attr(node, "noop_with_empty_axes", 0) and not given:
-            return Support.no("noop_with_empty_axes=1 without axes: the QNN EP reduces every axis then")
+            return Support.no("noop_with_empty_axes=1 without axes: the QNN EP reduces every axis then (it takes a rank-1 "
+                              "one with keepdims=0 and computes a sum, not the identity: left to the CPU)")
         if len(node.inputs) > 1 and node.inputs[1] is None:
             return Support.no("an axes input named '' (as the body of a function op onnxruntime inlines writes it): "
                               "onnxruntime-qnn 2.7 cannot get its shape and leaves the node")
@@ -50,7 +51,13 @@ class Reduce(QnnRule):
                 return Support.no("rank 5 with keepdims=1: the HTP takes ReduceL2 of rank 5 with keepdims=0 only")
             if op in ("ReduceMax", "ReduceMin"):
                 if dtype in INTS:
-                    return Support.no(f"an integer input of rank 5: the HTP takes integer {op} of rank 4 at most")
+                    if op == "ReduceMax":
+                        return Support.no("an integer input of rank 5: the HTP takes integer ReduceMax of rank 4 at "
+                                          "most")
+                    failing = session_failure(unit, ctx)
+                    return failing if not failing else Support.no(
+                        "an integer input of rank 5: onnxruntime-qnn 2.7 takes integer ReduceMin of rank 5 but computes "
+                        "a wrong result on the HTP: left to the CPU")
                 axes = _axes(unit, ctx)
                 if axes is not None and len(axes) > 1:
                     return Support.no(f"{len(axes)} axes of a rank-5 tensor: the HTP takes {op} of rank 5 over one "

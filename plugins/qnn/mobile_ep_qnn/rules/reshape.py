@@ -14,6 +14,23 @@ ANY_DATA = FLOATS | INTS | {DataType.UINT8, DataType.BOOL}
 MOVED_DATA = FLOATS | INTS | {DataType.BOOL}
 
 
+def quantized_in_the_ep(value, ctx) -> bool:
+    """Whether *value* is a quantized tensor in the EP's graph: a QuantizeLinear the EP takes makes it."""
+    made = ctx.producer(value)
+    return made is not None and made.op_type == "QuantizeLinear" and made.domain in ("", "ai.onnx") and bool(
+        ctx.claims(made))
+
+
+def not_quantized_by_the_ep(unit, ctx) -> Support:
+    """A uint8 input that is quantized in the EP's graph (:func:`quantized_in_the_ep`) the EP does not reshape or
+    slice outside a QDQ unit (a plain uint8 tensor, a graph input's or the CPU's, it does)."""
+    value = unit.target.inputs[0]
+    if ctx.dtype(value) == DataType.UINT8 and unit.kind != "qdq" and quantized_in_the_ep(value, ctx):
+        return Support.no("input 0 is a quantized uint8 tensor in the EP's graph (a QuantizeLinear makes it): the "
+                          f"QNN EP does not {unit.target.op_type} it outside a QDQ unit")
+    return SUPPORTED
+
+
 def rank_limit(unit, ctx, limits: dict[DataType, int], index: int = 0) -> Support:
     """Input *index*'s type has a lower rank limit on the HTP than the op's (*limits*: type -> highest rank of the
     input and the output)."""
@@ -71,8 +88,8 @@ class Reshape(QnnRule):
 
     def check(self, unit, ctx):
         """Rank 5 at most (rank 6 inside the EP's rank-6 to rank-5 fusion of Reshape -> Transpose -> Reshape);
-        the output shape is static (the shape input may be computed)."""
-        return SUPPORTED
+        the output shape is static (the shape input may be computed); not of a quantized uint8 tensor the EP makes."""
+        return not_quantized_by_the_ep(unit, ctx)
 
 
 class Flatten(QnnRule):
@@ -80,8 +97,8 @@ class Flatten(QnnRule):
     input_types = {0: ANY_DATA}
 
     def check(self, unit, ctx):
-        """Any axis."""
-        return SUPPORTED
+        """Any axis; not of a quantized uint8 tensor the EP makes."""
+        return not_quantized_by_the_ep(unit, ctx)
 
 
 class SqueezeUnsqueeze(QnnRule):
@@ -89,5 +106,5 @@ class SqueezeUnsqueeze(QnnRule):
     input_types = {0: ANY_DATA}
 
     def check(self, unit, ctx):
-        """Any axes (the output shape is static); rank 5 at most."""
-        return SUPPORTED
+        """Any axes (the output shape is static); rank 5 at most; not of a quantized uint8 tensor the EP makes."""
+        return not_quantized_by_the_ep(unit, ctx)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ._base import FLOATS, INTS, MAX_RANK, SUPPORTED, DataType, QnnRule, Support, attr
-from .reshape import ANY_DATA, MOVED_DATA, rank_limit
+from .reshape import ANY_DATA, MOVED_DATA, not_quantized_by_the_ep, rank_limit
 
 
 class Slice(QnnRule):
@@ -13,8 +13,8 @@ class Slice(QnnRule):
     constant_inputs = {1: "starts", 2: "ends", 3: "axes", 4: "steps"}
 
     def check(self, unit, ctx):
-        """Constant starts, ends, axes and steps."""
-        return SUPPORTED
+        """Constant starts, ends, axes and steps; not of a quantized uint8 tensor the EP makes."""
+        return not_quantized_by_the_ep(unit, ctx)
 
 
 class Pad(QnnRule):
