@@ -13,7 +13,7 @@ import sys
 
 import hostile_corpus
 import pytest
-from test_hostile import POSIX, assert_one_line_error, run
+from test_hostile import POSIX, assert_one_line_error
 
 HELD_OUT_SEEDS = (7919, 104729, 1299709)
 
@@ -26,11 +26,11 @@ def heldout(tmp_path_factory):
 
 @pytest.mark.parametrize("seed", HELD_OUT_SEEDS)
 @pytest.mark.parametrize("name", sorted(hostile_corpus.CASES))
-def test_heldout_case_gives_the_expected_error(heldout, plugins, seed, name):
+def test_heldout_case_gives_the_expected_error(heldout, plugins, seed, name, mobile_ep_cli):
     case = heldout[seed][name]
     if case.posix_only and not POSIX:
         pytest.skip("POSIX only")
-    assert_one_line_error(run(["check", str(case.path), "--ep", "toy"], plugins), case)
+    assert_one_line_error(mobile_ep_cli("check", str(case.path), "--ep", "toy", plugins=plugins), case)
 
 
 def test_heldout_cases_in_a_real_process(heldout):
