@@ -38,9 +38,19 @@ def matmul_model(path, n, seed=0):
     return path
 
 
+def _as_from_a_terminal() -> None:
+    """In the child before it runs: SIGINT's default action, as a command typed in a terminal has it (a test run
+    started in the background by a shell without job control inherits SIGINT ignored, and so would the command)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+_FROM_A_TERMINAL = _as_from_a_terminal if os.name == "posix" else None  # (preexec_fn is POSIX only)
+
+
 def cli(*args, **kwargs):
     return subprocess.Popen([sys.executable, "-m", "mobile_ep.cli", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}, **kwargs)
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+                            preexec_fn=_FROM_A_TERMINAL, **kwargs)
 
 
 def a_complete_set(out: pathlib.Path) -> dict[str, str] | None:
@@ -199,7 +209,7 @@ def stopping_cli(tmp_path: pathlib.Path, *args, **stop: str) -> tuple[subprocess
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "MEP_STOPPED": str(stopped), **stop,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(hooks), os.environ.get("PYTHONPATH")]))}
     return subprocess.Popen([sys.executable, "-m", "mobile_ep.cli", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env), stopped
+                            stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_FROM_A_TERMINAL), stopped
 
 
 @pytest.mark.parametrize("module", ["click", "onnx"])  # the CLI's own imports; the command's
