@@ -127,8 +127,8 @@ def test_a_changed_graph_fails_verification(tmp_path):
     path = decoder("llama")
     face = interface(model_io.validate(path), path)
     mobile_ep.build_llm(path, "qnn", context=CONTEXT, prefill=PREFILL, output=tmp_path / "o", verify=False)
-    runner = generate._Graphs(face, CONTEXT, PREFILL, generate._sessions(tmp_path / "o" / "prefill.onnx"),
-                              generate._sessions(tmp_path / "o" / "decode.onnx"))
+    runner = generate._Graphs(face, CONTEXT, PREFILL, generate._open_all(generate._session, tmp_path / "o" / "prefill.onnx"),
+                              generate._open_all(generate._session, tmp_path / "o" / "decode.onnx"))
     original = runner.step
 
     def shifted(token):

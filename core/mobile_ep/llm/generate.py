@@ -93,12 +93,9 @@ def _chain(sessions, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return values
 
 
-def _sessions(paths, providers=None, provider_options=None) -> list:
+def _open_all(make: Callable[[pathlib.Path], Any], paths) -> list:
+    """The sessions *make* opens of a graph: its path, or the paths of its parts in order."""
     paths = [paths] if isinstance(paths, (str, pathlib.Path)) else list(paths)
-    return [_session(path, providers, provider_options) for path in paths]
-
-
-def _open_all(make: Callable[[pathlib.Path], Any], paths: Sequence) -> list:
     return [make(pathlib.Path(p)) for p in paths]
 
 
@@ -213,8 +210,8 @@ def greedy_graphs(face: Interface, context: int, prefill: int, prefill_path, dec
                   steps: int, providers=None, provider_options=None) -> list[int]:
     """*steps* greedy tokens after *prompt* through the written graphs (a path each, or a list of the parts'
     paths in order)."""
-    runner = _Graphs(face, context, prefill, _sessions(prefill_path, providers, provider_options),
-                     _sessions(decode_path, providers, provider_options))
+    make = functools.partial(_session, providers=providers, provider_options=provider_options)
+    runner = _Graphs(face, context, prefill, _open_all(make, prefill_path), _open_all(make, decode_path))
     return _greedy(runner, prompt, steps)[0]
 
 
@@ -238,9 +235,9 @@ def verify(face: Interface, context: int, prefill: int, export: str | pathlib.Pa
     expected = [_greedy(reference, prompt, steps) for prompt in prompts]
     del reference  # (its session released before the graphs' open: the weights are held once at a time)
     gc.collect()
-    listed = [[p] if isinstance(p, (str, pathlib.Path)) else list(p) for p in (prefill_path, decode_path)]
-    make = make_session or (lambda path: _session(path, providers, provider_options))
-    graphs = _Graphs(face, context, prefill, *[functools.partial(_open_all, make, paths) for paths in listed],
+    make = make_session or functools.partial(_session, providers=providers, provider_options=provider_options)
+    graphs = _Graphs(face, context, prefill, *[functools.partial(_open_all, make, paths)
+                                               for paths in (prefill_path, decode_path)],
                      remember=True)
     for prompt in prompts:  # (every prefill first: then the decode sessions open once)
         graphs.start(prompt)
