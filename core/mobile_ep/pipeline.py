@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 import pathlib
 import tempfile
@@ -40,11 +41,13 @@ from mobile_ep.reports import model as reports
 __all__ = ["check", "convert", "resolve_backends"]
 
 def _one_command(run):
-    """*run* as one command: each view of a model made once (:func:`mobile_ep.sessions.command`)."""
+    """*run* as one command: each view of a model made once (:func:`mobile_ep.sessions.command`); one that
+    verifies (``verify=True``, convert's default) keeps the sessions that made views to run those files."""
+    verifies = "verify" in inspect.signature(run).parameters
 
     @functools.wraps(run)
     def command(*args: Any, **kwargs: Any):
-        with sessions.command():
+        with sessions.command(runs=verifies and kwargs.get("verify", True)):
             return run(*args, **kwargs)
 
     return command

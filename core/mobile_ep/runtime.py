@@ -22,8 +22,8 @@ from mobile_ep.contract.compile import CompileError
 from mobile_ep.errors import ModelError, VerificationError
 
 __all__ = ["OutputDiff", "QuantizedOutput", "Verification", "InputError", "make_inputs", "run", "compare",
-           "quantized_outputs", "verify", "Step", "plan_compiled", "run_compiled", "is_compiled_model",
-           "compiled_tolerances"]
+           "quantized_outputs", "verify", "VERIFY_LEVEL", "compiled_reference_level", "Step", "plan_compiled",
+           "run_compiled", "is_compiled_model", "compiled_tolerances"]
 
 #: How long one verification run of a model may take, in seconds (``MOBILE_EP_RUN_TIMEOUT``).
 RUN_TIMEOUT = float(os.environ.get("MOBILE_EP_RUN_TIMEOUT", "600"))
@@ -37,6 +37,16 @@ RTOL = 1e-3
 REL_FLOOR = ATOL
 #: A quantized output passes within this many steps of its scale.
 MAX_STEPS = 1
+#: The optimization level :func:`verify` runs the original and the ONNX candidates at: the basic level, the
+#: graph every session starts from (a command that looked at the model through that level runs it with the
+#: same session, :mod:`mobile_ep.sessions`).  An ORT-format candidate runs as onnxruntime loads it (the QDQ
+#: fusions it records are replayed only by ORT Mobile on the device: here it runs its QDQ groups in float, as
+#: the basic level does); a compiled one at onnxruntime's default level.
+VERIFY_LEVEL = "basic"
+#: Ops whose groups onnxruntime's default level runs as integer kernels where the basic level computes them
+#: in float (QDQ): a compiled candidate of a model with one (integer partitions, CPU parts at the default
+#: level) is compared with the original run at the default level.
+_INTEGER_AT_DEFAULT = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,15 +187,16 @@ def _array(rng: np.random.Generator, kind: str, shape: Sequence[int]) -> Any:
 
 def make_inputs(
     path: str | os.PathLike, *, seed: int = 0, dims: Mapping[str, int] | None = None,
-    shapes: Mapping[str, Sequence[int]] | None = None, fill: int = 1,
+    shapes: Mapping[str, Sequence[int]] | None = None, fill: int = 1, level: str | None = None,
 ) -> dict[str, np.ndarray]:
     """Deterministic random inputs for every graph input of the model at *path* (tensors of numbers, bools
     or strings, sequences and optionals of them).
 
     Symbolic dims take their value from *dims* (by name) and default to *fill*; *shapes* overrides whole
-    input shapes by input name.  An input no value can be made for is an :class:`InputError`.
+    input shapes by input name.  An input no value can be made for is an :class:`InputError`.  *level*: that
+    of the session asked for the inputs (the one that will run the model, when a command keeps it).
     """
-    session = _session(path)
+    session = _session(path, level)
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for arg in session.get_inputs():
@@ -208,10 +219,11 @@ def _references(original: str | os.PathLike, seed: int, dims: Mapping[str, int] 
     when it runs with none."""
     first: Exception | None = None
     ran = False
-    dynamic = any(not isinstance(d, int) or d < 0 for arg in _session(original).get_inputs() for d in arg.shape or [])
+    dynamic = any(not isinstance(d, int) or d < 0
+                  for arg in _session(original, level).get_inputs() for d in arg.shape or [])
     for fill in UNKNOWN_DIM_FILLS if dynamic else UNKNOWN_DIM_FILLS[:1]:  # (all dims fixed: one set of inputs)
         try:
-            feeds = make_inputs(original, seed=seed, dims=dims, shapes=shapes, fill=fill)
+            feeds = make_inputs(original, seed=seed, dims=dims, shapes=shapes, fill=fill, level=level)
         except InputError as exc:
             first = first or exc
             break
@@ -390,12 +402,15 @@ def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike],
     """Run *original* (*proto*: the file as read, if at hand) and each candidate on the same generated inputs
     and compare every output.
 
-    A compiled-partition candidate runs with its backends' emulators, compared with the larger of the
-    given tolerances and those its payloads declare (``rtol``/``atol`` metadata).  *reference_level*: the
-    original runs at that optimization level (:data:`mobile_ep.sessions.LEVELS`) instead of onnxruntime's
-    default -- for candidates that compute what the original's graph says where the default level would
-    run other arithmetic (a QDQ graph's float ops, which the default level turns into integer kernels);
-    *reference_why* says so, and each :class:`Verification` carries the sentence.  The tolerances stay.
+    The original and the ONNX candidates run at :data:`VERIFY_LEVEL`, ORT-format and compiled candidates at
+    onnxruntime's default level; a compiled candidate of a model with QDQ groups is compared with the original
+    at the default level, where they run as integer kernels.  A compiled-partition candidate runs with its
+    backends' emulators, compared with
+    the larger of the given tolerances and those its payloads declare (``rtol``/``atol`` metadata).
+    *reference_level*: the original runs at that optimization level (:data:`mobile_ep.sessions.LEVELS`) for
+    every candidate -- for candidates that compute what the original's graph says where another level would
+    run other arithmetic (a QDQ graph's float ops); *reference_why* says so, and each :class:`Verification`
+    carries the sentence.  The tolerances stay.
     """
     quantized = quantized_outputs(original, proto)
     failure: Exception | None = None
@@ -404,17 +419,21 @@ def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike],
         run_as = ("with onnxruntime's graph optimizations disabled" if reference_level == "disable"
                   else f"at onnxruntime's {reference_level} optimization level")
         reference_text = f"compared with the original run {run_as}" + (f" because {reference_why}" if reference_why else "")
-    for feeds, reference in _references(original, seed, dims, shapes, reference_level):
+    compiled_level = reference_level or compiled_reference_level(original, proto)
+    for feeds, reference in _references(original, seed, dims, shapes, reference_level or VERIFY_LEVEL):
         results = []
         try:
             for c in candidates:
                 c_atol, c_rtol, c_int = atol, rtol, 0
-                if is_compiled_model(c):
+                compiled = is_compiled_model(c)
+                if compiled:
                     declared = compiled_tolerances(c)
                     c_atol, c_rtol, c_int = max(atol, declared[0]), max(rtol, declared[1]), int(declared[2])
-                outputs = run(c, feeds, backends=backends)
+                onnx_file = not compiled and not _is_ort_format(c)
+                outputs = run(c, feeds, backends=backends, level=VERIFY_LEVEL if onnx_file else None)
+                against = run(original, feeds, level=compiled_level) if compiled else reference
                 results.append(Verification(str(pathlib.Path(c)),
-                                            compare(reference, outputs, atol=c_atol, rtol=c_rtol, int_atol=c_int,
+                                            compare(against, outputs, atol=c_atol, rtol=c_rtol, int_atol=c_int,
                                                     quantized=quantized), seed, reference_text))
         except (ModelError, CompileError) as exc:  # a converted model that cannot run on unknown dims this
             if "did not finish running" in str(exc):  # small (a backend's reflect Pad): larger ones are tried
@@ -450,6 +469,19 @@ def _load_proto(path: str | os.PathLike, external: bool):
 
 def _context_nodes(graph) -> list:
     return [n for n in graph.node if n.domain == "com.microsoft" and n.op_type == "EPContext"]
+
+
+def _is_ort_format(path: str | os.PathLike) -> bool:
+    with open(path, "rb") as f:
+        return f.read(8)[4:8] == b"ORTM"
+
+
+def compiled_reference_level(path: str | os.PathLike, proto: Any = None) -> str | None:
+    """The optimization level the model at *path* (*proto*: the file as read, if at hand) runs at to check a
+    compiled model of it: :data:`VERIFY_LEVEL`, or onnxruntime's default (None) when it has QDQ groups, which
+    that level runs as integer kernels as quantized partitions do."""
+    graph = (proto if proto is not None else _load_proto(path, external=False)).graph
+    return None if any(node.op_type in _INTEGER_AT_DEFAULT for node in graph.node) else VERIFY_LEVEL
 
 
 def is_compiled_model(path: str | os.PathLike) -> bool:

@@ -11,6 +11,12 @@ after-convert models that came out the same), or for the same serialized model, 
 made -- the file written then, which nobody changes (a step that changes a view writes another file).  Outside
 a command nothing is kept.
 
+A command that runs the models it looks at (``convert`` verifying: ``command(runs=True)``) also keeps the
+session that wrote a view of a file at a level, and runs that file at that level with it (:func:`runnable`):
+the original's basic-level view gives the reference outputs, the written file's its outputs.  Such sessions
+are kept while the files they wrote (the optimized model and its data file) total at most :data:`KEEP_BYTES`;
+a session made only to run a model is held alone, one at a time, so that a large model's weights are held once.
+
 :func:`created` counts the sessions this process has built (a diagnostic: ``tests/test_sessions.py`` holds each
 command to a budget of sessions).
 """
@@ -35,6 +41,9 @@ _created = 0
 
 #: onnxruntime's optimization levels by the names mobile-ep uses.
 LEVELS = ("disable", "basic", "extended", "all")
+#: Within a command that runs its models, the sessions that wrote views are kept to run them while the files
+#: they wrote total at most this many bytes (above it, as in every other command, they are released at once).
+KEEP_BYTES = 1 << 30
 
 
 def created() -> int:
@@ -118,11 +127,24 @@ class _Written:
 
 
 class _Views:
-    def __init__(self) -> None:
+    def __init__(self, runs: bool) -> None:
+        self.runs = runs
         self.written: list[_Written] = []
-        self.session: tuple[tuple, Any] | None = None  # (the last runnable session: one at a time, for memory)
+        # (sessions kept to run a file at a level: (key, session, bytes it holds; None: unknown, held alone))
+        self.sessions: list[tuple[tuple, Any, int | None]] = []
         self.outputs: dict[tuple, dict] = {}
         self.derived: dict[tuple, tuple[tuple, Any]] = {}
+
+    def session(self, key: tuple) -> Any:
+        return next((session for k, session, _ in self.sessions if k == key), None)
+
+    def keep(self, key: tuple, session: Any, size: int | None) -> None:
+        """Keep *session* to run a file (*key*), with the others while they all fit in :data:`KEEP_BYTES`
+        (the oldest released first); one of unknown *size* alone."""
+        self.sessions = [e for e in self.sessions if e[0] != key and e[2] is not None and size is not None]
+        self.sessions.append((key, session, size))
+        while len(self.sessions) > 1 and sum(e[2] or 0 for e in self.sessions) > KEEP_BYTES:
+            del self.sessions[0]
 
 
 _local = threading.local()  # (a command's views are its thread's: batch runs commands on threads)
@@ -133,12 +155,13 @@ def _current() -> _Views | None:
 
 
 @contextlib.contextmanager
-def command() -> Iterator[None]:
-    """Keep the views made inside (nested: those of the outermost command) until it ends."""
+def command(*, runs: bool = False) -> Iterator[None]:
+    """Keep the views made inside (nested: those of the outermost command) until it ends; *runs*: the command
+    runs the files it makes views of (verification), so the sessions that made them are kept to run them."""
     if _current() is not None:
         yield
         return
-    _local.views = _Views()
+    _local.views = _Views(runs)
     try:
         yield
     finally:
@@ -170,12 +193,17 @@ def _same(entry: _Written, key: tuple, folder: str, size: int, source: pathlib.P
 
 def write_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path, *, key: tuple,
                     folder: str | os.PathLike | None = None, disabled_optimizers: Sequence[str] | None = None,
-                    finish: Callable[[], None] | None = None) -> pathlib.Path:
+                    finish: Callable[[], None] | None = None,
+                    runs: tuple[str | os.PathLike, str] | None = None) -> pathlib.Path:
     """Have a session of *source* (a path, or a serialized model whose external data is in *folder*) write to
     *out* the optimized model *so* asks for; *finish* then runs on it.  Returns the file that holds the view:
     *out*, or, within a command, the file written for the same source (the same file unchanged, or the same
     bytes in the same folder) with the same *key* (what makes the view: the level, the format ...), which must
-    not be changed (a step that changes a view writes another file)."""
+    not be changed (a step that changes a view writes another file).
+
+    *runs*: (a file, a level) the session runs as it is (*source* is that file, or its bytes), on the CPU EP:
+    within a command that runs its models it is kept as that file's session at that level (:func:`runnable`).
+    """
     views = _current()
     if views is None:
         open_session(source, so, disabled_optimizers=disabled_optimizers)
@@ -192,7 +220,12 @@ def write_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path, *,
     found = next((e for e in views.written if _same(e, key, where, size, path, stamp)), None)
     if found is not None:
         return found.model
-    open_session(source, so, disabled_optimizers=disabled_optimizers)
+    session = open_session(source, so, disabled_optimizers=disabled_optimizers)
+    if views.runs and runs is not None:
+        held = sum(f.stat().st_size for f in out.parent.iterdir() if f.name.startswith(out.name) and f.is_file())
+        if held <= KEEP_BYTES:
+            views.keep((_stamp(pathlib.Path(runs[0])), runs[1]), session, held)
+    del session
     if finish is not None:
         finish()
     views.written.append(_Written(key, where, size, path, stamp, out, _stamp(out)))
@@ -202,16 +235,18 @@ def write_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path, *,
 def runnable(path: str | os.PathLike, make: Callable[[], Any], *, level: str | None = None) -> Any:
     """The session *make* builds to run the model at *path* (at optimization *level*, :func:`options`);
     within a command the last one is kept, and asked again for the same file at the same level, given back
-    (one at a time: a model's weights are held once)."""
+    (one at a time: a model's weights are held once), as is the session that wrote a view of that file at that
+    level in a command that runs its models (:func:`write_optimized`'s *runs*)."""
     views = _current()
     if views is None:
         return make()
-    stamp = (_stamp(pathlib.Path(path)), level)
-    if views.session is not None and views.session[0] == stamp:
-        return views.session[1]
-    views.session = None  # (the last one released before the next is built)
+    key = (_stamp(pathlib.Path(path)), level)
+    session = views.session(key)
+    if session is not None:
+        return session
+    views.sessions.clear()  # (the others released before this one is built)
     session = make()
-    views.session = (stamp, session)
+    views.keep(key, session, None)
     return session
 
 

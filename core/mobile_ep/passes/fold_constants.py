@@ -76,14 +76,14 @@ def ort_optimized_keeping(path: str | os.PathLike, out_dir: str | os.PathLike, *
     source = str(path) if proto is None else ort_model_source(path, so, proto)
     try:
         try:
-            out = _optimize(source, so, out, level, read, pathlib.Path(path).parent)
+            out = _optimize(source, so, out, level, read, pathlib.Path(path).parent, pathlib.Path(path))
         except Exception:
             if proto is not None:
                 raise
             source = ort_model_source(path, so)  # (read only when onnxruntime refuses the file: its IR version?)
             if isinstance(source, str):
                 raise
-            out = _optimize(source, so, out, level, read, pathlib.Path(path).parent)
+            out = _optimize(source, so, out, level, read, pathlib.Path(path).parent, pathlib.Path(path))
     except Exception as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: onnxruntime cannot load the model: {message}") from None
@@ -119,11 +119,13 @@ def _session_options(out_dir: pathlib.Path, level: str):
 
 
 def _optimize(source: str | bytes, so, out: pathlib.Path, level: str, original: Callable[[], onnx.ModelProto],
-              folder: pathlib.Path) -> pathlib.Path:
+              folder: pathlib.Path, runs: pathlib.Path | None = None) -> pathlib.Path:
     """*source* (external data in *folder*) optimized at *level* into *out*, its float16 nodes unwrapped; the
-    file holding it (*out*, or the one made earlier in the command: :func:`mobile_ep.sessions.write_optimized`)."""
+    file holding it (*out*, or the one made earlier in the command: :func:`mobile_ep.sessions.write_optimized`).
+    *runs*: the file *source* is, as it is (its session may then run it)."""
     return sessions.write_optimized(source, so, out, key=("optimized", level), folder=folder,
-                                    finish=lambda: _without_inserted_casts(out, original))
+                                    finish=lambda: _without_inserted_casts(out, original),
+                                    runs=None if runs is None else (runs, level))
 
 
 def _optimized_proto(model: onnx.ModelProto, folder: pathlib.Path, out_dir: pathlib.Path, level: str) -> pathlib.Path:

@@ -155,8 +155,10 @@ def compile_with_ep(backend, source: pathlib.Path, target: pathlib.Path, workdir
                                                     names=to_epcontext.adapter_names(target, target)))
 
     # Check it: the EPContext model on the HTP (simulator) against the CPU EP on the model before compiling.
-    feeds = runtime.make_inputs(source, seed=0)
-    reference = runtime.run(source, feeds)
+    # (a float model at the level verification runs it: the session that looked at it, when a command kept it)
+    level = runtime.compiled_reference_level(source)
+    feeds = runtime.make_inputs(source, seed=0, level=level)
+    reference = runtime.run(source, feeds, level=level)
     compiled = qnn.session(str(target))
     names = [o.name for o in compiled.get_outputs()]
     got = dict(zip(names, compiled.run(names, feeds), strict=True))
