@@ -483,6 +483,13 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
         const("roi", [], np.float32), const("scales", [1, 1, 2, 2], np.float32)], opset=13, mode="linear",
         coordinate_transformation_mode="tf_half_pixel_for_nn"), False),
     ("hardswish_float16_rank4", lambda: _unary("HardSwish", "f16", [2, 1, 2, 2], opset=18), True),
+    # cubic by scales the graph computes or reads (the ONNX node cases' scales are a graph input)
+    ("resize_cubic_scales_of_a_graph_input", lambda: graph_model(
+        [helper.make_node("Resize", ["x", "", "scales"], ["y"], name="op", mode="cubic")],
+        [("x", T.FLOAT, [1, 2, 3, 3]), ("scales", T.FLOAT, [4])], [("y", T.FLOAT, [1, 2, 6, 6])], opset=13), False),
+    ("resize_linear_scales_of_a_graph_input", lambda: graph_model(
+        [helper.make_node("Resize", ["x", "", "scales"], ["y"], name="op", mode="linear")],
+        [("x", T.FLOAT, [1, 2, 3, 3]), ("scales", T.FLOAT, [4])], [("y", T.FLOAT, [1, 2, 6, 6])], opset=13), True),
     ("resize_cubic_scales_not_sizes_ratio", lambda: _with("Resize", "f32", [1, 2, 3, 2], [
         const("roi", [], np.float32), const("scales", [1, 1, 1.5, 3], np.float32)], opset=13, mode="cubic",
         coordinate_transformation_mode="align_corners"), False),

@@ -14,8 +14,8 @@ class Resize(QnnRule):
         """nearest, linear or cubic (given by scales or sizes); no antialias, no tf_crop_and_resize, no
         half_pixel_symmetric, no exclude_outside (the EP takes it, computing a wrong result); nearest: at rank 4 not
         round_prefer_floor or ceil with asymmetric coordinates, at other ranks floor (half_pixel, asymmetric) or
-        round_prefer_ceil (align_corners) only; tf_half_pixel_for_nn with floor at rank 4 only; cubic with scales
-        equal to the output's sizes over the input's; a plain int32, int8 or uint8 input fails the session."""
+        round_prefer_ceil (align_corners) only; tf_half_pixel_for_nn with floor at rank 4 only; cubic with constant
+        scales equal to the output's sizes over the input's; a plain int32, int8 or uint8 input fails the session."""
         answer = self._modes(unit, ctx)
         return nhwc_plain_integer(unit, ctx) if answer else answer
 
@@ -45,9 +45,13 @@ class Resize(QnnRule):
 
 
 def _cubic_scales(node, ctx) -> Support:
-    """Cubic Resize given by scales: each scale must be the output's size over the input's (the HTP's Resize works
-    the scale out from the shapes)."""
-    scales = ctx.constant(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] is not None else None
+    """Cubic Resize given by scales: constant scales, each the output's size over the input's (the HTP's Resize
+    works the scale out from the shapes)."""
+    given = node.inputs[2] if len(node.inputs) > 2 else None
+    scales = ctx.constant(given) if given is not None else None
+    if given is not None and scales is None and ctx.static_shape(given) != (0,):
+        return Support.no("cubic with scales the graph computes or reads: the QNN EP takes cubic Resize only with "
+                          "constant scales")
     source, result = ctx.static_shape(node.inputs[0]), ctx.static_shape(node.outputs[0])
     if scales is None or not scales.size or source is None or result is None or len(scales) != len(source):
         return SUPPORTED
