@@ -17,7 +17,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import NameFixPass
 
 from mobile_ep.errors import ModelError
-from mobile_ep.model_io import guard
+from mobile_ep.model_io import guard, shape_values
 from mobile_ep.model_io.guard import Refused, check_path, read_proto
 from mobile_ep.model_io.protos import INFERENCE_DATA_MAX_BYTES, graphs, infer_proto, nbytes
 from mobile_ep.model_io.validation import validate
@@ -126,6 +126,9 @@ def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = N
             _take_shapes(model, infer_proto(proto, data_prop=False))
         except Exception as exc:
             _shape_inference_failed(exc)
+        else:
+            if shape_values.propagate(model.graph):  # (shapes onnxruntime knows: inferred on from them)
+                infer_shapes(model)
     NameFixPass()(model)
     return model
 
