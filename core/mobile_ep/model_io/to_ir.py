@@ -129,8 +129,28 @@ def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = N
         else:
             if shape_values.propagate(model.graph):  # (shapes onnxruntime knows: inferred on from them)
                 infer_shapes(model)
+    _name_nodes(model)
     NameFixPass()(model)
     return model
+
+
+def _name_nodes(model: ir.Model) -> None:
+    """Name each unnamed node ``node``, ``node_1``, ... (as onnx_ir's ``NameFixPass`` does) skipping the names
+    of the graph's named nodes, which keep them: a node onnxruntime made without a name (an inlined function
+    body) never takes the name of a node of the file, which onnxruntime reports its EPs' nodes by."""
+    for graph in model.graphs():
+        unnamed = [node for node in graph if not node.name]
+        if not unnamed:
+            continue
+        used = {node.name for node in graph if node.name}
+        count = 0
+        for node in unnamed:
+            name = "node"
+            while name in used:
+                count += 1
+                name = f"node_{count}"
+            used.add(name)
+            node.name = name
 
 
 def load(path: str | os.PathLike, *, shapes: bool = True, check: bool = True) -> ir.Model:
