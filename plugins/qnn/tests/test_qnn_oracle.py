@@ -35,13 +35,7 @@ LIGHT = sorted((pathlib.Path(onnx.backend.test.__file__).parent / "data" / "ligh
 
 #: Node cases where the prediction still differs from the real EP, each with why.  Each is run: it must still
 #: differ (then it is reported as an expected failure), so a case that starts to match fails until removed here.
-KNOWN: dict[str, str] = {
-    "test_sce_none": "SoftmaxCrossEntropyLoss inlined with NegativeLogLikelihoodLoss inside it: onnxruntime inlines the "
-                     "inner body in a later pass, not constant-folded, and reports its nodes without names; the oracle "
-                     "matches them by op and places a Reshape and a GatherElements on the wrong side",
-    "test_sce_none_log_prob_expanded": "the inner NegativeLogLikelihoodLoss body, inlined in a later pass, is one more "
-                                       "partition for the real EP (nested inlining is not modelled)",
-}
+KNOWN: dict[str, str] = {}
 #: (A case whose session crashes onnxruntime-qnn 2.7, a segmentation fault in session creation, e.g. ONNX's STFT
 #: case: the oracle asks the EP in a child process, and the crash is reported as a skip naming it.)
 
