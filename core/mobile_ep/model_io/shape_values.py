@@ -133,6 +133,6 @@ def propagate(graph: ir.Graph) -> bool:
             value = _computed(node, known)
         except (ValueError, IndexError, TypeError, OverflowError):
             value = None
-        if value is not None and value.size <= MAX_ELEMENTS:
+        if value is not None and value.size <= MAX_ELEMENTS and not np.any(np.asarray(value) < 0):
             known[node.outputs[0]] = np.asarray(value, np.int64)
     return changed

@@ -74,6 +74,15 @@ def _with(op, dtype, shape, inits, opset=17, outputs=1, **attrs):
     return one_node(op, [("x", DTYPES[dtype], shape)], outs, inits, opset=opset, **attrs)
 
 
+def _gather_then(elem, also_output=False):
+    """Gather (``op``) of rank-2 data with a scalar index, then an Add reading the result (the Gather's output a graph
+    output too with *also_output*): the shape arithmetic of ONNX's Attention body, rank-2 in its tests."""
+    outputs = [("y", elem, [3]), ("g", elem, [3])] if also_output else [("y", elem, [3])]
+    return graph_model([helper.make_node("Gather", ["x", "i"], ["g"], axis=1, name="op"),
+                        helper.make_node("Add", ["g", "g"], ["y"], name="add")],
+                       [("x", elem, [3, 2])], outputs, [const("i", 0, np.int64)])
+
+
 def _binary(op, dtype, shape, **attrs):
     return one_node(op, [("a", DTYPES[dtype], shape), ("b", DTYPES[dtype], shape)], [("y", 0, None)], **attrs)
 
@@ -418,6 +427,9 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
     ("lpnorm_rank4", lambda: _unary("LpNormalization", "f32", [3, 3, 2, 2], axis=1, p=2), True),
     ("gather_int64_scalar_index", lambda: _with("Gather", "i64", [3, 2], [const("i", -1, np.int64)], axis=1), False),
     ("gather_int64_vector_index", lambda: _with("Gather", "i64", [3, 2], [const("i", [-1], np.int64)], axis=1), True),
+    ("gather_int64_rank1_scalar_index", lambda: _with("Gather", "i64", [4], [const("i", 2, np.int64)]), True),
+    ("gather_int64_scalar_index_read_by_a_node", lambda: _gather_then(T.INT64), True),
+    ("gather_int64_scalar_index_read_and_output", lambda: _gather_then(T.INT64, also_output=True), False),
     ("cast_int8_to_float", lambda: _unary("Cast", "i8", R2, out="f32", to=T.FLOAT), False),
     ("cast_int16_to_float", lambda: _unary("Cast", "i16", R2, out="f32", to=T.FLOAT), False),
     ("cast_int16_to_int32", lambda: _unary("Cast", "i16", R2, out="i32", to=T.INT32), True),
