@@ -24,6 +24,10 @@ from mobile_ep.model_io.validation import validate
 
 __all__ = ["from_proto", "load", "infer_shapes", "check_shapes_strictly", "inline_small_weights"]
 
+#: Rounds of :func:`mobile_ep.model_io.shape_values.propagate` and shape inference at most (a shape one round fixes
+#: can make the ``Shape`` of the next round static).
+SHAPE_VALUE_ROUNDS = 3
+
 
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
@@ -127,7 +131,9 @@ def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = N
         except Exception as exc:
             _shape_inference_failed(exc)
         else:
-            if shape_values.propagate(model.graph):  # (shapes onnxruntime knows: inferred on from them)
+            for _ in range(SHAPE_VALUE_ROUNDS):  # (shapes onnxruntime knows: inferred on from them)
+                if not shape_values.propagate(model.graph):
+                    break
                 infer_shapes(model)
     _name_nodes(model)
     NameFixPass()(model)
