@@ -748,3 +748,33 @@ def _after_q(op, inits=(), relu=True, **attrs):
               helper.make_node(op, ["q"] + [t.name for t in inits], ["y"], name="op", **attrs)]
     return graph_model(nodes, [("x", T.FLOAT, [3, 4])], [("y", T.UINT8, None)],
                        [const("s", 0.05, np.float32), const("z", 128, np.uint8), *inits], opset=21)
+
+
+def _loss(op, reduction="mean"):
+    """One SoftmaxCrossEntropyLoss or NegativeLogLikelihoodLoss node (opset 13): no CPU kernel, no QNN op, so
+    onnxruntime inlines it after partitioning; SoftmaxCrossEntropyLoss's body holds a NegativeLogLikelihoodLoss node,
+    inlined a round later again, and a ``Reshape`` to ``Shape(scores)`` that onnxruntime knows the shape of."""
+    return graph_model([helper.make_node(op, ["x", "t"], ["z"], reduction=reduction, name="op")],
+                       [("x", T.FLOAT, [3, 5]), ("t", T.INT64, [3])], [("z", T.FLOAT, [])], opset=13)
+
+
+@pytest.mark.parametrize(("op", "partitions"), [("SoftmaxCrossEntropyLoss", 2), ("NegativeLogLikelihoodLoss", 1)])
+def test_a_function_node_in_an_inlined_body_is_a_partition_of_its_own_as_the_real_ep(qnn_backend, qnn_ep, op,
+                                                                                      partitions):
+    """The EP takes SoftmaxCrossEntropyLoss's body in two partitions: its own nodes, then those of the
+    NegativeLogLikelihoodLoss body onnxruntime inlines in the next round; NegativeLogLikelihoodLoss alone is one.
+    The Reshape to ``Shape(x)`` is taken (static there), the Shape left on the CPU."""
+    result = run_oracle(qnn_backend, _loss(op), qnn_ep, case=op)
+    assert result.matches, result.diff()
+    assert len(result.real.partitions) == len(result.predicted) == partitions
+    if op == "SoftmaxCrossEntropyLoss":
+        assert sorted(result.nodes[n] for n in result.real.cpu_nodes) == ["Shape"]
+
+
+def test_check_takes_the_nodes_after_a_reshape_to_a_shape_onnxruntime_knows(tmp_path):
+    path = tmp_path / "sce.onnx"
+    onnx.save(_loss("SoftmaxCrossEntropyLoss"), path)
+    result = CliRunner().invoke(main, ["check", str(path), "--ep", "qnn"])
+    assert result.exit_code == 0, result.output
+    assert "11/12 nodes claimed (91.7%) in 2 partitions" in result.output
+    assert "dynamic shape" not in result.output
