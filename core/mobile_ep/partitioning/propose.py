@@ -436,11 +436,12 @@ def _propose_for(ctx: ProposalContext, index: _GraphIndex, owner: Mapping[ir.Nod
     partitions: list[Partition] = []
     group_values = ctx.group_values = set()
     rounds = index.inlining_rounds(ctx.model.opset_imports.get("", 0))
-    late = {u: max(rounds.get(i, 0) for i in units.members[u]) for u in units.order}
+    late = {u: r for u in units.order if (r := max((rounds.get(i, 0) for i in units.members[u]), default=0))} \
+        if rounds else {}
     groups: list = []
-    for walk in sorted(set(late.values())):  # (onnxruntime inlines the function nodes no EP took, then partitions
-        groups += wave_groups(units.order, units.consumers, units.in_degree,  # their bodies: a round each)
-                              lambda u, walk=walk: late[u] == walk and is_supported(u), group_values.clear)
+    for walk in [0, *sorted(set(late.values()))]:  # (onnxruntime inlines the function nodes no EP took, then
+        groups += wave_groups(units.order, units.consumers, units.in_degree,  # partitions their bodies: a round each)
+                              lambda u, walk=walk: late.get(u, 0) == walk and is_supported(u), group_values.clear)
     ctx.group_values = None
     for group in groups:
         members = [i for u in group for i in units.members[u]]
@@ -476,12 +477,13 @@ def inlined_name(name: str) -> bool:
 def _bodies(node: ir.Node) -> set[str]:
     """The function ops whose inlined bodies' values *node* reads or makes (``_inlfunc_<op>_...``)."""
     found = set()
-    for value in (*node.inputs, *node.outputs):
-        name = (value.name or "").removeprefix(_COPY_PREFIX) if value is not None else ""
-        if name.startswith(INLINED_PREFIX):
-            op, sep, _ = name[len(INLINED_PREFIX):].partition("_")
-            if op and sep:
-                found.add(op)
+    for values in (node.inputs, node.outputs):
+        for value in values:
+            name = value.name if value is not None else None
+            if name and INLINED_PREFIX in name and (name := name.removeprefix(_COPY_PREFIX)).startswith(INLINED_PREFIX):
+                op, sep, _ = name[len(INLINED_PREFIX):].partition("_")
+                if op and sep:
+                    found.add(op)
     return found
 
 
@@ -494,9 +496,9 @@ def inlining_rounds(nodes: Sequence[ir.Node], opset: int) -> dict[int, int]:
     body, whose op's ONNX function (at *opset*) holds the inner op
     (:func:`mobile_ep.model_io.protos.function_body_ops`).
     """
-    touched = [_bodies(node) for node in nodes]
+    touched = {i: ops for i, node in enumerate(nodes) if (ops := _bodies(node))}
     parent: dict[str, str] = {}
-    for ops in touched:
+    for ops in touched.values():
         if len(ops) > 1:
             for outer in ops:
                 for inner in ops - {outer}:
@@ -508,7 +510,7 @@ def inlining_rounds(nodes: Sequence[ir.Node], opset: int) -> dict[int, int]:
         outer = parent.get(op)
         return 1 if outer is None or outer in seen else 1 + depth(outer, seen | {op})
 
-    return {i: max(depth(op) for op in ops) for i, ops in enumerate(touched) if ops}
+    return {i: max(depth(op) for op in ops) for i, ops in touched.items()}
 
 
 
