@@ -267,3 +267,72 @@ def test_shapes_flow_through_ir3_initializers_missing_from_the_inputs():
     assert [i.name for i in proto.graph.input] == ["x"]
     model = mir.from_proto(proto)
     assert [list(n.outputs[0].shape) for n in model.graph] == [[2, 3], [2, 3]]
+
+
+def test_unnamed_nodes_never_take_a_named_nodes_name():
+    """A node made without a name (onnxruntime writes an inlined function body so) is named around the named nodes,
+    which keep their names: onnxruntime reports the nodes its EPs take by those."""
+    proto = make_model([helper.make_node("Relu", ["x"], ["a"]),
+                        helper.make_node("Relu", ["a"], ["b"], name="node"),
+                        helper.make_node("Relu", ["b"], ["y"], name="node_1")],
+                       [tensor("x", [2, 3])], [tensor("y", [2, 3])])
+    model = mir.from_proto(proto)
+    assert [n.name for n in model.graph] == ["node_2", "node", "node_1"]
+
+
+def _computed_shape(nodes, inputs, initializers=(), opset=13):
+    """The shape the IR gives the output ``y`` of *nodes* (a Relu of the value ``r`` they compute)."""
+    proto = make_model([*nodes, helper.make_node("Relu", ["r"], ["y"], name="relu")], inputs, [tensor("y", None)],
+                       list(initializers), opset=opset)
+    model = mir.from_proto(proto)
+    shape = model.graph.outputs[0].shape
+    return None if shape is None or not shape.is_static() else tuple(shape)
+
+
+@pytest.mark.parametrize("opset", [13, 21])
+def test_a_reshape_to_the_shape_of_a_static_tensor_has_that_shape(opset):
+    """``Reshape(d, Shape(x))``, as in SoftmaxCrossEntropyLoss's body: onnxruntime propagates the value of the Shape
+    and the Reshape's output is static there (its EPs take the nodes after it); so it is in the IR, and the shapes
+    after it follow.  ONNX's inference alone leaves it unknown."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Reshape", ["d", "s"], ["r"], name="reshape")]
+    assert _computed_shape(nodes, [tensor("x", [2, 3, 4]), tensor("d", [24])], opset=opset) == (2, 3, 4)
+
+
+def test_shape_values_go_through_gather_unsqueeze_concat_and_arithmetic():
+    """Attention's body: dims gathered with a constant index, unsqueezed, multiplied and concatenated."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["b"]), helper.make_node("Gather", ["s", "one"], ["h"]),
+             helper.make_node("Shape", ["x"], ["t"], start=2, end=3),
+             helper.make_node("Mul", ["h", "h"], ["hh"]),
+             helper.make_node("Unsqueeze", ["b", "axes"], ["b1"]), helper.make_node("Unsqueeze", ["hh", "axes"], ["h1"]),
+             helper.make_node("Concat", ["b1", "h1", "t"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["d", "shape"], ["r"])]
+    initializers = [const("zero", np.array(0, np.int64)), const("one", np.array(1, np.int64)),
+                    const("axes", np.array([0], np.int64))]
+    assert _computed_shape(nodes, [tensor("x", [2, 3, 4]), tensor("d", [72])], initializers) == (2, 9, 4)
+
+
+def test_a_range_to_a_computed_limit_has_its_length():
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=1, end=2), helper.make_node("Squeeze", ["s", "axes"], ["n"]),
+             helper.make_node("Range", ["zero", "n", "one"], ["i"]), helper.make_node("Cast", ["i"], ["r"], to=1)]
+    initializers = [const("zero", np.array(0, np.int64)), const("one", np.array(1, np.int64)),
+                    const("axes", np.array([0], np.int64))]
+    assert _computed_shape(nodes, [tensor("x", [2, 5])], initializers) == (5,)
+
+
+@pytest.mark.parametrize(("parts", "expected"), [(["s1"], (2, 3)), (["minus_one"], None)])
+def test_a_constant_among_the_concat_inputs_leaves_the_shape_unknown(parts, expected):
+    """onnxruntime propagates a Concat of propagated values only: LinearAttention's ``Concat(batch, -1)`` leaves its
+    Reshape's output unknown there (the QNN EP refuses the Reshape for it), so it stays unknown here."""
+    nodes = [helper.make_node("Shape", ["x"], ["s0"], start=0, end=1),
+             helper.make_node("Shape", ["x"], ["s1"], start=1, end=2),
+             helper.make_node("Concat", ["s0", *parts], ["shape"], axis=0),
+             helper.make_node("Reshape", ["d", "shape"], ["r"])]
+    inputs = [tensor("x", [2, 3]), tensor("d", [6])]
+    assert _computed_shape(nodes, inputs, [const("minus_one", np.array([-1], np.int64))]) == expected
+
+
+def test_a_shape_of_a_dynamic_tensor_leaves_the_reshape_dynamic():
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Reshape", ["d", "s"], ["r"])]
+    assert _computed_shape(nodes, [tensor("x", ["n", 3]), tensor("d", [6])]) is None

@@ -34,7 +34,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["KNOWN_PACKAGES", "DEFAULT_PROVIDER_OPTIONS", "EpLibrary", "EpProbe", "EpFailure", "Assignment", "installed_libraries", "probe",
-           "assignment", "compile_model", "compile_shared", "run_outputs", "node_names", "taken_nodes", "graph_nodes",
+           "assignment", "validated_outputs", "compile_model", "compile_shared", "run_outputs", "node_names", "taken_nodes", "graph_nodes",
            "ep_names", "diagnostics"]
 
 #: Packages known to provide a plugin EP library: distribution name -> (module, library-path function,
@@ -208,6 +208,8 @@ class Assignment:
     ops: tuple[tuple[str, ...], ...] = ()
     #: The nodes other EPs (the CPU) took, as ``(name, op)``.
     others: tuple[tuple[str, str], ...] = ()
+    #: The values made by the nodes the EP's op validation passed, where its log says (:func:`validated_outputs`).
+    validated: frozenset[str] = frozenset()
 
     @property
     def nodes(self) -> frozenset[str]:
@@ -226,7 +228,8 @@ def assignment(model: str | os.PathLike, library: EpLibrary, options: Mapping[st
                      "options": dict(options), "config": dict(config or {}), "model": str(model)}, SESSION_SECONDS)
     reasons, notes = diagnostics(answer.get("log", ""))
     return Assignment(library.ep_name, tuple(tuple(p) for p in answer["partitions"]), reasons, notes,
-                      tuple(tuple(p) for p in answer.get("ops", ())), tuple(tuple(n) for n in answer.get("others", ())))
+                      tuple(tuple(p) for p in answer.get("ops", ())), tuple(tuple(n) for n in answer.get("others", ())),
+                      validated_outputs(answer.get("log", "")))
 
 
 #: The QNN EP's op validation trace (at onnxruntime's verbose log level): a refused node unit, then its nodes'
@@ -248,6 +251,24 @@ def diagnostics(log: str) -> tuple[dict[str, str], tuple[str, ...]]:
             reasons.setdefault(node.group("name").strip(), " ".join(failed.group("reason").split()))
     notes = tuple(dict.fromkeys(" ".join(m.group("message").split()) for m in _EP_WARNING.finditer(log)))
     return reasons, notes
+
+
+_QNN_VALIDATION = re.compile(r"LogNodeSupport\] Validation (PASSED|FAILED) ")
+_QNN_OUTPUTS = re.compile(r"node_outputs:\n((?: name=\S+[^\n]*\n)+)")
+
+
+def validated_outputs(log: str) -> frozenset[str]:
+    """The values made by the nodes whose op validation passed, as the QNN EP's verbose log lists them (each QNN
+    node it builds, with its output tensors, then the verdict): how a node onnxruntime made without a name (an
+    inlined function body's) is told from another of its op."""
+    made: set[str] = set()
+    start = 0
+    for verdict in _QNN_VALIDATION.finditer(log):
+        if verdict.group(1) == "PASSED":
+            for block in _QNN_OUTPUTS.finditer(log, start, verdict.start()):
+                made.update(line.split()[0].removeprefix("name=") for line in block.group(1).splitlines())
+        start = verdict.end()
+    return frozenset(made)
 
 
 def compile_model(model: str | os.PathLike, target: str | os.PathLike, library: EpLibrary,
@@ -288,17 +309,22 @@ def node_names(reported: Iterable[str], known: Collection[str]) -> set[str]:
     return found
 
 
-def taken_nodes(answer: Assignment, graph: Sequence[tuple[str, str, Collection[str]]]) -> dict[str, int]:
+def taken_nodes(answer: Assignment, graph: Sequence[tuple[Any, ...]]) -> dict[str, int]:
     """The nodes of a graph the EP took, each with the index of its partition in *answer*.
 
-    *graph*: each node as ``(name, op, the names of the nodes it reads from and feeds)``.  onnxruntime reports the nodes of each EP by
-    name: a node is known by its name, or by the name a layout-transforming EP (NHWC) replaced
-    (``<name>_token_<n>``: :func:`node_names`).  A node reported by neither EP under a name of the graph (made
-    without a name, or one a layout transform re-made around the Transposes it moves) is matched by its op with
-    the unknown nodes each side reports: the side that reports an unknown node of that op, both: the side of most
-    of its neighbours; neither: the EP (the node is gone from the EP's session, folded into what it took).  Nodes
-    the EP added (its layout Transposes) are left out."""
-    names = {name for name, _, _ in graph}
+    *graph*: each node as ``(name, op, the names of the nodes it reads from and feeds[, the values it makes])``.
+    onnxruntime reports the nodes of each EP by name: a node is known by its name, or by the name a
+    layout-transforming EP (NHWC) replaced (``<name>_token_<n>``: :func:`node_names`).  A node reported by neither
+    EP under a name of the graph (made without a name, or one a layout transform re-made around the Transposes it
+    moves) is matched by its op with the unknown nodes each side reports: the side that reports an unknown node of
+    that op, unless the EP's log has the node's op validation passing (:attr:`Assignment.validated`, by the values
+    it makes: the EP) or says of other nodes only (the CPU); both: the side of most of its neighbours; neither:
+    the EP (the node is gone from the EP's session, folded into what it took).  A node the EP took that is left
+    over takes the place of an unknown node of an op the graph does not have (a function node the EP took whole,
+    its body inlined in *graph*).  Nodes the EP added (its layout Transposes) are left out."""
+    names = {item[0] for item in graph}
+    made = {item[0]: item[3] for item in graph if len(item) > 3}
+    graph_ops = {item[1] for item in graph}
     ops = answer.ops or tuple(("",) * len(p) for p in answer.partitions)
     where: dict[str, int] = {}
     ep_unknown: dict[str, list[int]] = {}
@@ -314,12 +340,19 @@ def taken_nodes(answer: Assignment, graph: Sequence[tuple[str, str, Collection[s
     for name, op in answer.others:
         if not (name and node_names([name], names)):
             cpu_unknown[op] = cpu_unknown.get(op, 0) + 1
-    neighbours = {name: around for name, _, around in graph}
-    left = [(name, op) for name, op, _ in graph if name not in where and name not in cpu]
+    neighbours = {item[0]: item[2] for item in graph}
+    orphans = [index for op, indexes in ep_unknown.items() if op not in graph_ops for index in indexes]
+    left = [(item[0], item[1]) for item in graph if item[0] not in where and item[0] not in cpu]
     while left:
         def side(item: tuple[str, str]) -> int:  # (>0: the CPU, <0: the EP, 0: cannot tell yet)
             name, op = item
             on_ep, on_cpu = bool(ep_unknown.get(op)), cpu_unknown.get(op, 0) > 0
+            if answer.validated and made.get(name):
+                passed = any(value in answer.validated for value in made[name])
+                if passed and (on_ep or orphans):
+                    return -999
+                if not passed and on_cpu:
+                    return 999
             if on_ep != on_cpu:
                 return 1000 if on_cpu else -1000
             return sum(n in cpu for n in neighbours[name]) - sum(n in where for n in neighbours[name]) if on_ep else -1
@@ -330,6 +363,8 @@ def taken_nodes(answer: Assignment, graph: Sequence[tuple[str, str, Collection[s
             cpu.add(name)
         elif ep_unknown.get(op):
             where[name] = ep_unknown[op].pop(0)
+        elif orphans and any(value in answer.validated for value in made.get(name, ())):
+            where[name] = orphans.pop(0)
         elif answer.partitions:
             where[name] = -1  # (gone from the EP's session: placed with a neighbour below)
     for name in [n for n, index in where.items() if index < 0]:
@@ -337,7 +372,7 @@ def taken_nodes(answer: Assignment, graph: Sequence[tuple[str, str, Collection[s
     return where
 
 
-def graph_nodes(nodes: Iterable[Any]) -> list[tuple[str, str, set[str]]]:
+def graph_nodes(nodes: Iterable[Any]) -> list[tuple[str, str, set[str], set[str]]]:
     """*nodes* (``onnx_ir`` nodes of one graph) as :func:`taken_nodes` reads them."""
     def label(node: Any) -> str:
         return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
@@ -346,7 +381,7 @@ def graph_nodes(nodes: Iterable[Any]) -> list[tuple[str, str, set[str]]]:
         near = {v.producer().name or "" for v in node.inputs if v is not None and v.producer() is not None}
         return near | {u.name or "" for v in node.outputs for u in v.consumers()}
 
-    return [(node.name or "", label(node), around(node)) for node in nodes]
+    return [(node.name or "", label(node), around(node), {v.name or "" for v in node.outputs}) for node in nodes]
 
 
 # -- the child process ----------------------------------------------------------------------------------

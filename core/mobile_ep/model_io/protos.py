@@ -3,13 +3,14 @@ the graphs of a ``ModelProto``, and ONNX shape inference of a model without its 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import onnx
 import onnx_ir as ir
 
 __all__ = ["MAX_IR_VERSION", "DATA_TYPES", "INFERENCE_DATA_MAX_BYTES", "nbytes", "type_name", "node_label",
-           "subgraphs", "graphs", "infer_proto"]
+           "subgraphs", "graphs", "infer_proto", "function_body_ops"]
 
 #: Highest ONNX IR version onnxruntime 1.31 accepts (recent onnx releases write 14 by default).
 MAX_IR_VERSION = 13
@@ -71,3 +72,32 @@ def infer_proto(proto: onnx.ModelProto, *, data_prop: bool) -> onnx.ModelProto:
         if tensor.data_location != _T.EXTERNAL and tensor.ByteSize() <= INFERENCE_DATA_MAX_BYTES:
             graph.initializer.append(tensor)
     return onnx.shape_inference.infer_shapes(skeleton, check_type=False, strict_mode=False, data_prop=data_prop)
+
+
+@functools.lru_cache(maxsize=256)
+def function_body_ops(op: str, opset: int) -> frozenset[str]:
+    """The ops of ONNX function *op*'s body at *opset* (empty when it is none): a context-dependent body as ONNX
+    builds it for a node with the op's required inputs, of the first type each takes, and no attributes."""
+    try:
+        schema = onnx.defs.get_schema(op, opset, "")
+        if schema.has_function:
+            version = max(v for v in schema.function_opset_versions if v <= opset)
+            body = onnx.FunctionProto.FromString(schema.get_function_with_opset_version(version))
+        elif schema.has_context_dependent_function:
+            version = max(v for v in schema.context_dependent_function_opset_versions if v <= opset)
+            allowed = {c.type_param_str: list(c.allowed_type_strs) for c in schema.type_constraints}
+            required = [p for p in schema.inputs if p.option != onnx.defs.OpSchema.FormalParameterOption.Optional]
+            types = []
+            for p in required:
+                kinds = allowed.get(p.type_str, [p.type_str])
+                kind = "tensor(float)" if "tensor(float)" in kinds else kinds[0]
+                elem = getattr(onnx.TensorProto, kind.removeprefix("tensor(").removesuffix(")").upper())
+                types.append(onnx.helper.make_tensor_type_proto(elem, None).SerializeToString())
+            node = onnx.helper.make_node(op, [f"i{k}" for k in range(len(required))], ["o"])
+            body = onnx.FunctionProto.FromString(schema.get_context_dependent_function_with_opset_version(
+                version, node.SerializeToString(), types))
+        else:
+            return frozenset()
+    except Exception:  # (no such op, or a body ONNX cannot build without attributes)
+        return frozenset()
+    return frozenset(n.op_type for n in body.node if n.domain in ("", "ai.onnx"))

@@ -17,12 +17,16 @@ import onnx_ir as ir
 from onnx_ir.passes.common import NameFixPass
 
 from mobile_ep.errors import ModelError
-from mobile_ep.model_io import guard
+from mobile_ep.model_io import guard, shape_values
 from mobile_ep.model_io.guard import Refused, check_path, read_proto
 from mobile_ep.model_io.protos import INFERENCE_DATA_MAX_BYTES, graphs, infer_proto, nbytes
 from mobile_ep.model_io.validation import validate
 
 __all__ = ["from_proto", "load", "infer_shapes", "check_shapes_strictly", "inline_small_weights"]
+
+#: Rounds of :func:`mobile_ep.model_io.shape_values.propagate` and shape inference at most (a shape one round fixes
+#: can make the ``Shape`` of the next round static).
+SHAPE_VALUE_ROUNDS = 3
 
 
 @contextlib.contextmanager
@@ -126,8 +130,33 @@ def from_proto(proto: onnx.ModelProto, *, base_dir: str | os.PathLike | None = N
             _take_shapes(model, infer_proto(proto, data_prop=False))
         except Exception as exc:
             _shape_inference_failed(exc)
+        else:
+            for _ in range(SHAPE_VALUE_ROUNDS):  # (shapes onnxruntime knows: inferred on from them)
+                if not shape_values.propagate(model.graph):
+                    break
+                infer_shapes(model)
+    _name_nodes(model)
     NameFixPass()(model)
     return model
+
+
+def _name_nodes(model: ir.Model) -> None:
+    """Name each unnamed node ``node``, ``node_1``, ... (as onnx_ir's ``NameFixPass`` does) skipping the names
+    of the graph's named nodes, which keep them: a node onnxruntime made without a name (an inlined function
+    body) never takes the name of a node of the file, which onnxruntime reports its EPs' nodes by."""
+    for graph in model.graphs():
+        unnamed = [node for node in graph if not node.name]
+        if not unnamed:
+            continue
+        used = {node.name for node in graph if node.name}
+        count = 0
+        for node in unnamed:
+            name = "node"
+            while name in used:
+                count += 1
+                name = f"node_{count}"
+            used.add(name)
+            node.name = name
 
 
 def load(path: str | os.PathLike, *, shapes: bool = True, check: bool = True) -> ir.Model:

@@ -23,7 +23,9 @@ The nodes of a function op's body that onnxruntime inlined (the values between t
 ``_inlfunc_<op>_...``; :data:`INLINED_PREFIX`) are offered to an EP only after the rest: onnxruntime inlines a
 function node no EP took and partitions again, and the partitions made before are not reopened.  So the walk runs
 twice: the other units first, then the body units, each group of the second walk a partition of its own (seen
-with the real QNN EP: a Mish between two Convs it takes is three partitions).
+with the real QNN EP: a Mish between two Convs it takes is three partitions).  A function node inside an inlined
+body (NegativeLogLikelihoodLoss in SoftmaxCrossEntropyLoss's) is inlined one round later again: its body is
+walked after the body it was in (:func:`inlining_rounds`).
 
 A backend's rule is asked once per node (the context's memo of answers), and a rule with
 :attr:`~mobile_ep.contract.OpRule.signature_memo` once per node *signature*
@@ -36,6 +38,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import gc
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import TypeVar
@@ -45,6 +48,7 @@ import onnx_ir as ir
 from mobile_ep.contract import Backend, NodeUnit, PartitionView, Support, op_label
 from mobile_ep.contract.support import CYCLIC, node_reads
 from mobile_ep.errors import ModelError
+from mobile_ep.model_io.protos import function_body_ops
 from mobile_ep.partitioning.context import ProposalContext
 from mobile_ep.partitioning.units import build_node_units
 
@@ -173,6 +177,13 @@ class _GraphIndex:
         #: Node signatures (:meth:`ProposalContext.signature`) worked out so far: a fact of the unchanged graph,
         #: whichever backend asks, for the proposals that share this index.
         self.signatures: dict[ir.Node, tuple | None] = {}
+        self._rounds: dict[int, dict[int, int]] = {}
+
+    def inlining_rounds(self, opset: int) -> dict[int, int]:
+        """:func:`inlining_rounds` of the nodes (worked out once per opset)."""
+        if opset not in self._rounds:
+            self._rounds[opset] = inlining_rounds(self.nodes, opset)
+        return self._rounds[opset]
 
     def _topological_order(self, users: Sequence[Sequence[int]]) -> list[int]:
         """Kahn's algorithm, depth first among the ready nodes (the first in graph order first)."""
@@ -424,12 +435,13 @@ def _propose_for(ctx: ProposalContext, index: _GraphIndex, owner: Mapping[ir.Nod
     graph_outputs = frozenset(graph.outputs)
     partitions: list[Partition] = []
     group_values = ctx.group_values = set()
-    late = {u for u in units.order if any(_inlined_body(index.nodes[i]) for i in units.members[u])}
-    groups = wave_groups(units.order, units.consumers, units.in_degree,
-                         lambda u: u not in late and is_supported(u), group_values.clear)
-    if late:  # (onnxruntime inlines the function nodes no EP took, then partitions their bodies)
-        groups += wave_groups(units.order, units.consumers, units.in_degree,
-                              lambda u: u in late and is_supported(u), group_values.clear)
+    rounds = index.inlining_rounds(ctx.model.opset_imports.get("", 0))
+    late = {u: r for u in units.order if (r := max((rounds.get(i, 0) for i in units.members[u]), default=0))} \
+        if rounds else {}
+    groups: list = []
+    for walk in [0, *sorted(set(late.values()))]:  # (onnxruntime inlines the function nodes no EP took, then
+        groups += wave_groups(units.order, units.consumers, units.in_degree,  # partitions their bodies: a round each)
+                              lambda u, walk=walk: late.get(u, 0) == walk and is_supported(u), group_values.clear)
     ctx.group_values = None
     for group in groups:
         members = [i for u in group for i in units.members[u]]
@@ -462,9 +474,45 @@ def inlined_name(name: str) -> bool:
     return name.removeprefix(_COPY_PREFIX).startswith(INLINED_PREFIX)
 
 
-def _inlined_body(node: ir.Node) -> bool:
-    """Whether *node* belongs to a function body onnxruntime inlined: it reads or makes a value named so."""
-    return any(inlined_name(v.name or "") for v in (*node.inputs, *node.outputs) if v is not None)
+def _bodies(node: ir.Node) -> set[str]:
+    """The function ops whose inlined bodies' values *node* reads or makes (``_inlfunc_<op>_...``)."""
+    found = set()
+    for values in (node.inputs, node.outputs):
+        for value in values:
+            name = value.name if value is not None else None
+            if name and INLINED_PREFIX in name and (name := name.removeprefix(_COPY_PREFIX)).startswith(INLINED_PREFIX):
+                op, sep, _ = name[len(INLINED_PREFIX):].partition("_")
+                if op and sep:
+                    found.add(op)
+    return found
+
+
+def inlining_rounds(nodes: Sequence[ir.Node], opset: int) -> dict[int, int]:
+    """The round of inlining in which onnxruntime made each node of an inlined function body (by position in
+    *nodes*; the others are not listed): 1 for the body of a node of the file, 2 for the body of a function node
+    in such a body, and so on.
+
+    A node reading or making values of two bodies belongs to the inner one: its function node was in the outer
+    body, whose op's ONNX function (at *opset*) holds the inner op
+    (:func:`mobile_ep.model_io.protos.function_body_ops`).
+    """
+    touched = {i: ops for i, node in enumerate(nodes) if (ops := _bodies(node))}
+    parent: dict[str, str] = {}
+    for ops in touched.values():
+        if len(ops) > 1:
+            for outer in ops:
+                for inner in ops - {outer}:
+                    if inner not in parent and inner in function_body_ops(outer, opset):
+                        parent[inner] = outer
+
+    @functools.cache
+    def depth(op: str, seen: frozenset[str] = frozenset()) -> int:
+        outer = parent.get(op)
+        return 1 if outer is None or outer in seen else 1 + depth(outer, seen | {op})
+
+    return {i: max(depth(op) for op in ops) for i, ops in touched.items()}
+
+
 
 
 def _ask(ctx: ProposalContext, unit: NodeUnit, by_signature: dict[tuple, Support] | None,

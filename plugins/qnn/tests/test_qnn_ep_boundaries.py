@@ -74,6 +74,15 @@ def _with(op, dtype, shape, inits, opset=17, outputs=1, **attrs):
     return one_node(op, [("x", DTYPES[dtype], shape)], outs, inits, opset=opset, **attrs)
 
 
+def _gather_then(elem, also_output=False):
+    """Gather (``op``) of rank-2 data with a scalar index, then an Add reading the result (the Gather's output a graph
+    output too with *also_output*): the shape arithmetic of ONNX's Attention body, rank-2 in its tests."""
+    outputs = [("y", elem, [3]), ("g", elem, [3])] if also_output else [("y", elem, [3])]
+    return graph_model([helper.make_node("Gather", ["x", "i"], ["g"], axis=1, name="op"),
+                        helper.make_node("Add", ["g", "g"], ["y"], name="add")],
+                       [("x", elem, [3, 2])], outputs, [const("i", 0, np.int64)])
+
+
 def _binary(op, dtype, shape, **attrs):
     return one_node(op, [("a", DTYPES[dtype], shape), ("b", DTYPES[dtype], shape)], [("y", 0, None)], **attrs)
 
@@ -418,6 +427,9 @@ def test_q_and_dq_graph_outputs_build_when_a_cpu_node_reads_the_quantized_value(
     ("lpnorm_rank4", lambda: _unary("LpNormalization", "f32", [3, 3, 2, 2], axis=1, p=2), True),
     ("gather_int64_scalar_index", lambda: _with("Gather", "i64", [3, 2], [const("i", -1, np.int64)], axis=1), False),
     ("gather_int64_vector_index", lambda: _with("Gather", "i64", [3, 2], [const("i", [-1], np.int64)], axis=1), True),
+    ("gather_int64_rank1_scalar_index", lambda: _with("Gather", "i64", [4], [const("i", 2, np.int64)]), True),
+    ("gather_int64_scalar_index_read_by_a_node", lambda: _gather_then(T.INT64), True),
+    ("gather_int64_scalar_index_read_and_output", lambda: _gather_then(T.INT64, also_output=True), False),
     ("cast_int8_to_float", lambda: _unary("Cast", "i8", R2, out="f32", to=T.FLOAT), False),
     ("cast_int16_to_float", lambda: _unary("Cast", "i16", R2, out="f32", to=T.FLOAT), False),
     ("cast_int16_to_int32", lambda: _unary("Cast", "i16", R2, out="i32", to=T.INT32), True),
@@ -736,3 +748,33 @@ def _after_q(op, inits=(), relu=True, **attrs):
               helper.make_node(op, ["q"] + [t.name for t in inits], ["y"], name="op", **attrs)]
     return graph_model(nodes, [("x", T.FLOAT, [3, 4])], [("y", T.UINT8, None)],
                        [const("s", 0.05, np.float32), const("z", 128, np.uint8), *inits], opset=21)
+
+
+def _loss(op, reduction="mean"):
+    """One SoftmaxCrossEntropyLoss or NegativeLogLikelihoodLoss node (opset 13): no CPU kernel, no QNN op, so
+    onnxruntime inlines it after partitioning; SoftmaxCrossEntropyLoss's body holds a NegativeLogLikelihoodLoss node,
+    inlined a round later again, and a ``Reshape`` to ``Shape(scores)`` that onnxruntime knows the shape of."""
+    return graph_model([helper.make_node(op, ["x", "t"], ["z"], reduction=reduction, name="op")],
+                       [("x", T.FLOAT, [3, 5]), ("t", T.INT64, [3])], [("z", T.FLOAT, [])], opset=13)
+
+
+@pytest.mark.parametrize(("op", "partitions"), [("SoftmaxCrossEntropyLoss", 2), ("NegativeLogLikelihoodLoss", 1)])
+def test_a_function_node_in_an_inlined_body_is_a_partition_of_its_own_as_the_real_ep(qnn_backend, qnn_ep, op,
+                                                                                      partitions):
+    """The EP takes SoftmaxCrossEntropyLoss's body in two partitions: its own nodes, then those of the
+    NegativeLogLikelihoodLoss body onnxruntime inlines in the next round; NegativeLogLikelihoodLoss alone is one.
+    The Reshape to ``Shape(x)`` is taken (static there), the Shape left on the CPU."""
+    result = run_oracle(qnn_backend, _loss(op), qnn_ep, case=op)
+    assert result.matches, result.diff()
+    assert len(result.real.partitions) == len(result.predicted) == partitions
+    if op == "SoftmaxCrossEntropyLoss":
+        assert sorted(result.nodes[n] for n in result.real.cpu_nodes) == ["Shape"]
+
+
+def test_check_takes_the_nodes_after_a_reshape_to_a_shape_onnxruntime_knows(tmp_path):
+    path = tmp_path / "sce.onnx"
+    onnx.save(_loss("SoftmaxCrossEntropyLoss"), path)
+    result = CliRunner().invoke(main, ["check", str(path), "--ep", "qnn"])
+    assert result.exit_code == 0, result.output
+    assert "11/12 nodes claimed (91.7%) in 2 partitions" in result.output
+    assert "dynamic shape" not in result.output

@@ -12,10 +12,13 @@ class Gather(QnnRule):
     input_types = {0: MOVED_DATA, 1: INTS}
 
     def check(self, unit, ctx):
-        """int32 or int64 indices (negative ones when constant); int64 data not with a scalar index."""
+        """int32 or int64 indices (negative ones when constant); not int64 data of rank 2 or more gathered with a
+        scalar index into a graph output."""
         node = unit.target
-        if ctx.dtype(node.inputs[0]) == DataType.INT64 and ctx.rank(node.inputs[1]) == 0:
-            return Support.no("int64 data gathered with a scalar index: the HTP refuses it (a 1-D index is taken)")
+        if ctx.dtype(node.inputs[0]) == DataType.INT64 and ctx.rank(node.inputs[1]) == 0 and \
+                (ctx.rank(node.inputs[0]) or 0) >= 2 and ctx.is_graph_output(node.outputs[0]):
+            return Support.no("int64 data of rank 2 or more gathered with a scalar index into a graph output: the HTP "
+                              "refuses it (a 1-D index, or a node reading the result, is taken)")
         return SUPPORTED
 
 

@@ -24,11 +24,16 @@ class Range(QnnRule):
     input_types = {0: FLOATS | INTS}
 
     def check(self, unit, ctx):
-        """Start, limit and delta computed in the graph, not graph inputs (the output shape depends on them)."""
+        """Start, limit and delta constant initializers (the EP's op validation refuses any other: in a session they
+        are, unless a graph input gives one, or the Range is in the body of a function op onnxruntime inlined, whose
+        values it does not fold)."""
+        ctx.reads_graph()
         if any(v is not None and v.is_graph_input() for v in unit.target.inputs):
-            ctx.reads_graph()
             return Support.no("start, limit or delta is a graph input: the output's length is then not known when "
                               "the QNN EP builds the graph")
+        if not all(ctx.is_constant(v) for v in unit.target.inputs[:3]):
+            return Support.no("start, limit or delta is computed in the graph: the QNN EP takes a Range of constant "
+                              "initializers only")
         return SUPPORTED
 
 
