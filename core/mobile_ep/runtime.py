@@ -412,6 +412,8 @@ def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike],
     run other arithmetic (a QDQ graph's float ops); *reference_why* says so, and each :class:`Verification`
     carries the sentence.  The tolerances stay.
     """
+    from mobile_ep.export.ort_format import is_ort_format
+
     quantized = quantized_outputs(original, proto)
     failure: Exception | None = None
     reference_text = ""
@@ -429,7 +431,7 @@ def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike],
                 if compiled:
                     declared = compiled_tolerances(c)
                     c_atol, c_rtol, c_int = max(atol, declared[0]), max(rtol, declared[1]), int(declared[2])
-                onnx_file = not compiled and not _is_ort_format(c)
+                onnx_file = not compiled and not is_ort_format(c)
                 outputs = run(c, feeds, backends=backends, level=VERIFY_LEVEL if onnx_file else None)
                 against = run(original, feeds, level=compiled_level) if compiled else reference
                 results.append(Verification(str(pathlib.Path(c)),
@@ -471,11 +473,6 @@ def _context_nodes(graph) -> list:
     return [n for n in graph.node if n.domain == "com.microsoft" and n.op_type == "EPContext"]
 
 
-def _is_ort_format(path: str | os.PathLike) -> bool:
-    with open(path, "rb") as f:
-        return f.read(8)[4:8] == b"ORTM"
-
-
 def compiled_reference_level(path: str | os.PathLike, proto: Any = None) -> str | None:
     """The optimization level the model at *path* (*proto*: the file as read, if at hand) runs at to check a
     compiled model of it: :data:`VERIFY_LEVEL`, or onnxruntime's default (None) when it has QDQ groups, which
@@ -488,12 +485,13 @@ def is_compiled_model(path: str | os.PathLike) -> bool:
     """True for an ONNX model with ``com.microsoft:EPContext`` nodes (not for ORT format files)."""
     import mmap
 
+    from mobile_ep.export.ort_format import is_ort_format
+
     p = pathlib.Path(path)
     try:
+        if is_ort_format(p):
+            return False
         with open(p, "rb") as f:
-            if f.read(8)[4:8] == b"ORTM":
-                return False
-            f.seek(0)
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 if data.find(b"EPContext") < 0:  # cheap: most models are not compiled
                     return False

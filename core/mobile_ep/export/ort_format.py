@@ -18,7 +18,7 @@ from mobile_ep.sessions import lean_session_options
 #: The flatbuffers file identifier of an ORT format model (bytes 4-8 of the file; onnxruntime's ort.fbs).
 _ORT_FILE_IDENTIFIER = b"ORTM"
 
-__all__ = ["write_ort", "ort_format_ops", "ort_format_fits", "ort_format_refusal", "ort_model_source", "model_bytes", "lean_session_options",
+__all__ = ["is_ort_format", "write_ort", "ort_format_ops", "ort_format_fits", "ort_format_refusal", "ort_model_source", "model_bytes", "lean_session_options",
            "canonicalize_ort_file"]
 
 
@@ -109,6 +109,12 @@ def ort_format_refusal(path: str | os.PathLike) -> str | None:
     return None
 
 
+def is_ort_format(path: str | os.PathLike) -> bool:
+    """Whether the file at *path* is an ORT format model (its flatbuffers file identifier)."""
+    with open(path, "rb") as f:
+        return f.read(8)[4:8] == _ORT_FILE_IDENTIFIER
+
+
 def ort_model_source(path: str | os.PathLike, options, proto: onnx.ModelProto | None = None) -> str | bytes:
     """What to hand ``onnxruntime.InferenceSession`` for the model at *path* (a file already read with
     :func:`mobile_ep.model_io.read_proto`, or one of ours; *proto*: that reading, if at hand).
@@ -119,9 +125,7 @@ def ort_model_source(path: str | os.PathLike, options, proto: onnx.ModelProto | 
     data from the model's folder.
     """
     p = pathlib.Path(path)
-    with open(p, "rb") as f:
-        head = f.read(8)
-    if head[4:8] == _ORT_FILE_IDENTIFIER:
+    if is_ort_format(p):
         return str(p)  # an ORT format model: onnxruntime reads it as it is
     if proto is None:
         proto = onnx.load_model(str(p), format="protobuf", load_external_data=False)
