@@ -414,26 +414,29 @@ def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike],
     """
     from mobile_ep.export.ort_format import is_ort_format
 
+    if proto is None:  # (read once: the quantized outputs and the compiled candidates' reference level)
+        proto = _load_proto(original, external=False)
     quantized = quantized_outputs(original, proto)
+    compiled = {c: is_compiled_model(c) for c in candidates}
+    onnx_file = {c: not compiled[c] and not is_ort_format(c) for c in candidates}
+    compiled_level = reference_level or (compiled_reference_level(original, proto) if any(compiled.values())
+                                         else None)
     failure: Exception | None = None
     reference_text = ""
     if reference_level is not None:
         run_as = ("with onnxruntime's graph optimizations disabled" if reference_level == "disable"
                   else f"at onnxruntime's {reference_level} optimization level")
         reference_text = f"compared with the original run {run_as}" + (f" because {reference_why}" if reference_why else "")
-    compiled_level = reference_level or compiled_reference_level(original, proto)
     for feeds, reference in _references(original, seed, dims, shapes, reference_level or VERIFY_LEVEL):
         results = []
         try:
             for c in candidates:
                 c_atol, c_rtol, c_int = atol, rtol, 0
-                compiled = is_compiled_model(c)
-                if compiled:
+                if compiled[c]:
                     declared = compiled_tolerances(c)
                     c_atol, c_rtol, c_int = max(atol, declared[0]), max(rtol, declared[1]), int(declared[2])
-                onnx_file = not compiled and not is_ort_format(c)
-                outputs = run(c, feeds, backends=backends, level=VERIFY_LEVEL if onnx_file else None)
-                against = run(original, feeds, level=compiled_level) if compiled else reference
+                outputs = run(c, feeds, backends=backends, level=VERIFY_LEVEL if onnx_file[c] else None)
+                against = run(original, feeds, level=compiled_level) if compiled[c] else reference
                 results.append(Verification(str(pathlib.Path(c)),
                                             compare(against, outputs, atol=c_atol, rtol=c_rtol, int_atol=c_int,
                                                     quantized=quantized), seed, reference_text))
