@@ -8,6 +8,7 @@ its ORT format conversion and the verification runs.  The sessions are counted a
 
 from __future__ import annotations
 
+import json
 import pathlib
 
 import numpy as np
@@ -130,8 +131,6 @@ def test_a_qdq_models_ort_file_is_verified_against_the_float_arithmetic_it_runs_
     onnx.save(quant_models.requantization_ties(), path)
     result = mobile_ep_cli("convert", path, "--ep", "nnapi", "-o", tmp_path / "out", "--json", plugins=None)
     _ok(result)
-    import json
-
     checked = json.loads(result.output)["verification"]
     assert {pathlib.Path(v["model"]).suffix for v in checked} == {".onnx", ".ort"}
     assert all(v["ok"] for v in checked), checked
