@@ -109,11 +109,14 @@ def save(model: ir.Model, path: str | os.PathLike, *, external_data: str | None 
                             all_tensors_to_one_file=True, location=external_data, size_threshold=256)
         elif external_data is not None:
             ir.save(model, tmp, external_data=external_data)
-        else:  # external weights (memory-mapped from other files) are read in for the call, then put back
+        else:  # external weights (memory-mapped from other files) are written inline, then put back
             values = [value for graph in model.graphs() for value in graph.initializers.values()]
             tensors = [value.const_value for value in values]
             try:
-                ir.external_data.load_to_model(model)
+                for value, tensor in zip(values, tensors, strict=True):
+                    if isinstance(tensor, ir.ExternalTensor):  # (its bytes read once, as it is serialized)
+                        value.const_value = ir.LazyTensor(lambda tensor=tensor: tensor, tensor.dtype, tensor.shape,
+                                                          name=tensor.name)
                 ir.save(model, tmp)
             finally:
                 for value, tensor in zip(values, tensors, strict=True):
