@@ -164,7 +164,7 @@ def _convert(source: pathlib.Path, proto, backend: Backend, opts: Options, out_d
                                                        whole=as_is.whole)
                 dynamic = reports.still_dynamic(reports.dynamic_inputs(as_is.model), opts.shapes, opts.dims,
                                                 opts.consts)
-                conversion = Conversion.plan(fixed.model, backend, opts)
+                conversion = Conversion.plan(fixed.model, backend, opts, settled=fixed.settled)
             stage.create()
             ort_file = export.OrtExport()
             try:
@@ -214,9 +214,9 @@ def _after_convert(seen: load.View, backend: Backend, options: Options, work: pa
     """What *backend* takes of the model ``convert`` writes from *seen*: its steps (:class:`Conversion`), the
     work files beside the weights *seen* reads, which they reference, else in *work*.  *found*: the backend's
     partition of *seen* as it is (:func:`analyze`), used again when no rewrite applies.  A model the backend
-    takes whole with no rewrite is not written (:meth:`Conversion.as_loaded`)."""
-    conversion = Conversion.plan(seen.model, backend, options, found)
-    if not conversion.unchanged:
+    takes whole with no rewrite, *seen* settled, is not written (:attr:`Conversion.reusable`)."""
+    conversion = Conversion.plan(seen.model, backend, options, found, settled=seen.settled)
+    if not conversion.reusable:
         folder = fuse_cpu.weights_folder(seen.model, work)
         conversion.write(folder / f"after.{export.file_label(backend.name)}.onnx", folder, by_reference=True)
     partition, model = conversion.as_loaded()

@@ -234,9 +234,10 @@ def write_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path, *,
 
 def runnable(path: str | os.PathLike, make: Callable[[], Any], *, level: str | None = None) -> Any:
     """The session *make* builds to run the model at *path* (at optimization *level*, :func:`options`);
-    within a command the last one is kept, and asked again for the same file at the same level, given back
-    (one at a time: a model's weights are held once), as is the session that wrote a view of that file at that
-    level in a command that runs its models (:func:`write_optimized`'s *runs*)."""
+    within a command it is kept, and asked again for the same file at the same level, given back, as is the
+    session that wrote a view of that file at that level in a command that runs its models
+    (:func:`write_optimized`'s *runs*).  In such a command it is kept beside the others while the files of
+    their folders total at most :data:`KEEP_BYTES`; otherwise one at a time (a model's weights held once)."""
     views = _current()
     if views is None:
         return make()
@@ -244,10 +245,28 @@ def runnable(path: str | os.PathLike, make: Callable[[], Any], *, level: str | N
     session = views.session(key)
     if session is not None:
         return session
-    views.sessions.clear()  # (the others released before this one is built)
+    size = _folder_bytes(pathlib.Path(path)) if views.runs else None
+    if size is None or size > KEEP_BYTES:
+        views.sessions.clear()  # (the others released before this one is built)
     session = make()
-    views.keep(key, session, None)
+    views.keep(key, session, size)
     return session
+
+
+def _folder_bytes(path: pathlib.Path, most: int = 256) -> int | None:
+    """What a session of the model at *path* may hold, at most: the bytes of the files in its folder (its
+    external data is among them); None for a folder of more than *most* entries (not counted)."""
+    total = 0
+    try:
+        with os.scandir(path.parent) as entries:
+            for count, entry in enumerate(entries):
+                if count >= most:
+                    return None
+                if entry.is_file():
+                    total += entry.stat().st_size
+    except OSError:
+        return None
+    return total
 
 
 def outputs(path: str | os.PathLike, feeds: Mapping[str, Any], run: Callable[[], dict], *,

@@ -40,12 +40,15 @@ class Conversion:
     target: pathlib.Path | None = None
     work: pathlib.Path | None = None
     loaded: tuple[PartitionPass, ir.Model] | None = None
+    settled: bool = False  # (see :attr:`reusable`)
 
     @classmethod
-    def plan(cls, model: ir.Model, backend: Backend, options: Options, found: Found | None = None) -> Conversion:
+    def plan(cls, model: ir.Model, backend: Backend, options: Options, found: Found | None = None, *,
+             settled: bool = False) -> Conversion:
         """*model* legalized for *backend* (:func:`legalize_and_partition`) and partitioned; *found*: the
         backend's partition of *model* as it is, with the cost model's default limits (:func:`analyze`), which
-        is the plan when no rewrite applies and *options* set no other limits."""
+        is the plan when no rewrite applies and *options* set no other limits.  *settled*: *model* is a view a
+        session of it written as it is sees again (:attr:`mobile_ep.passes.load.View.settled`)."""
         defaults = Options()
         limits = (options.cost_model, options.max_partitions, options.min_nodes)
         rewriting = options.legalize and (backend.answers_whole_graph or LegalizePass(backend).has_work(model))
@@ -53,17 +56,22 @@ class Conversion:
                 defaults.cost_model, defaults.max_partitions, defaults.min_nodes):
             partition = PartitionPass(backend, options)
             partition.proposal, partition.nodes, partition.costs = found
-            return cls(backend, options, model, partition, [])
-        return cls(backend, options, *legalize_and_partition(model, backend, options))
+            return cls(backend, options, model, partition, [], settled=settled)
+        return cls(backend, options, *legalize_and_partition(model, backend, options), settled=settled)
 
     @property
     def unchanged(self) -> bool:
-        """Whether the backend claims every node with no rewrite: the model is the graph ORT's basic level
-        already made, which that level leaves as it is, so what the backend takes of it written is what was
-        planned (only the order of the nodes may differ: onnxruntime orders them anew when it loads a file)."""
+        """Whether the backend claims every node with no rewrite: the model is written as it is (no CPU part)."""
         assert self.planned.proposal is not None
         return not self.rewrites and sum(len(p.nodes) for p in self.planned.proposal.partitions) == len(
             self.model.graph)
+
+    @property
+    def reusable(self) -> bool:
+        """Whether what the backend takes of the written file is what was planned: the model is :attr:`unchanged`
+        and *settled*, a graph ORT's basic level made that a session loading it sees again (only the order of
+        the nodes may differ: onnxruntime orders them anew when it loads a file)."""
+        return self.settled and self.unchanged
 
     def write(self, target: pathlib.Path, work: pathlib.Path, *, by_reference: bool = False) -> None:
         """Write *target*, the CPU part fused where that keeps what the backend takes (work files in *work*;
@@ -74,9 +82,10 @@ class Conversion:
 
     def as_loaded(self) -> tuple[PartitionPass, ir.Model]:
         """What the backend takes of the written file after the basic optimizations every session applies,
-        and that model; for a model :attr:`unchanged` and not written (``check``), what was planned."""
+        and that model; for a :attr:`reusable` model, not written (``check``) or written as it is, what was
+        planned."""
         if self.loaded is None:
-            if self.unchanged and self.target is None:
+            if self.reusable and self.fusion is None:
                 self.loaded = self.planned, self.model
             else:
                 assert self.target is not None and self.work is not None, "write() first"

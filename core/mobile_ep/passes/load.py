@@ -54,6 +54,11 @@ class View:
     model: ir.Model
     changes: dict[str, list[str]]
     whole: Whole
+    #: Whether a session of the model written as it is sees the same graph: onnxruntime's basic level folded no
+    #: constant the file lacks that shape inference may read (an integer tensor or a few numbers: a shape, axes,
+    #: scales).  Such a constant is known to the shape inference of a session that loads the result, which may
+    #: then remove more (a Reshape to the shape its input has); folded weights are not.
+    settled: bool = False
 
 
 def view(path: str | os.PathLike, work: str | os.PathLike, options: Options | None = None,
@@ -87,11 +92,31 @@ def view(path: str | os.PathLike, work: str | os.PathLike, options: Options | No
                                  f"with only these dims fixed){const_inputs.branch_hint(result.model.graph)}") from None
             # (the optimized model holds its own copy of the weights: the fixed model's is not kept on disk)
             (work / "fixed.onnx.data").unlink(missing_ok=True)
-            return View(fold_constants.load_optimized(optimized), changes, whole)
+            model = fold_constants.load_optimized(optimized)
+            return View(model, changes, whole, _settled(model, proto))
     else:
         changes = {}
     optimized, whole = fold_constants.ort_optimized_keeping(source, work, proto=proto, backends=backends)
-    return View(fold_constants.load_optimized(optimized), changes, whole)
+    model = fold_constants.load_optimized(optimized)
+    return View(model, changes, whole, _settled(model, proto))
+
+
+#: A folded constant of at most this many numbers may be a shape-like operand (scales, a pad, ...).
+_FEW = 16
+
+
+def _settled(model: ir.Model, proto: ModelProto | None) -> bool:
+    """Whether every initializer of *model* (a basic-level view) that shape inference may read is a constant of
+    *proto* (the file it was made from: an initializer, or a ``Constant`` node's output); False when the file
+    is not at hand."""
+    if proto is None:
+        return False
+    own = set()
+    for graph in model_io.graphs(proto.graph):
+        own.update(t.name for t in graph.initializer)
+        own.update(o for n in graph.node if n.op_type == "Constant" and n.domain in ("", "ai.onnx") for o in n.output)
+    return not any(name not in own and (t := value.const_value) is not None and (t.dtype.is_integer() or t.size <= _FEW)
+                   for graph in model.graphs() for name, value in graph.initializers.items())
 
 
 def as_ort_sees_it(path: str | os.PathLike, work: str | os.PathLike, options: Options | None = None,
