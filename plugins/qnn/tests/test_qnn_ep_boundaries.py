@@ -778,3 +778,37 @@ def test_check_takes_the_nodes_after_a_reshape_to_a_shape_onnxruntime_knows(tmp_
     assert result.exit_code == 0, result.output
     assert "11/12 nodes claimed (91.7%) in 2 partitions" in result.output
     assert "dynamic shape" not in result.output
+
+
+# -- com.microsoft QuantizeLinear/DequantizeLinear: what get_qnn_qdq_config writes for 16-bit activations ------------
+def _contrib_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
+    """*model* with every QuantizeLinear/DequantizeLinear in the ``com.microsoft`` domain and no value infos, as
+    onnxruntime.quantization writes a model quantized to uint16 activations (``get_qnn_qdq_config(...,
+    activation_type=QUInt16)``): the weights' 8-bit DequantizeLinear nodes too, the ONNX opset kept."""
+    for node in model.graph.node:
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            node.domain = "com.microsoft"
+    del model.graph.value_info[:]
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return model
+
+
+def _qdq_matmul_u16(zero_point, conv=False, opset=21):
+    """:func:`_qdq_matmul` with uint16 activations (zero point 32768) and contrib-domain Q/DQ nodes."""
+    model = _qdq_matmul(zero_point, conv=conv)
+    for init in model.graph.initializer:
+        if init.name == "zx":
+            init.CopyFrom(const("zx", 32768, np.uint16))
+    model.opset_import[0].version = opset
+    return _contrib_qdq(model)
+
+
+@pytest.mark.parametrize(("conv", "zero_point", "expected"), [(True, 0, True), (False, 0, True), (False, 3, False)])
+def test_contrib_domain_qdq_with_16_bit_activations_as_the_real_ep(qnn_backend, qnn_ep, conv, zero_point, expected):
+    """The QNN EP takes com.microsoft Q/DQ units as the standard ones (opset 21, uint16 activations, int8 weights
+    per channel): taken with a symmetric weight, a MatMul with weight zero point 3 left on the CPU, as the real EP
+    does."""
+    result = run_oracle(qnn_backend, _qdq_matmul_u16(zero_point, conv), qnn_ep, case=f"contrib u16 {conv} {zero_point}")
+    assert result.built and result.matches, result.diff()
+    assert ("op" in result.real_nodes) is expected
+
