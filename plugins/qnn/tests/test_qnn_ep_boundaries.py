@@ -230,6 +230,11 @@ CASES = [
     ("instancenorm_rank4", lambda: _with("InstanceNormalization", "f32", R4, [const("s", np.ones(3), np.float32),
                                                                                const("b", np.zeros(3), np.float32)]),
      True),
+    # NonZero: the EP needs its output's shape static ("NonZero output shape must be static"), which only a declared
+    # shape makes it (torchvision's detection heads: [2, N] with N unknown)
+    ("nonzero_dynamic_output", lambda: _unary("NonZero", "f32", R2, out="i64"), False),
+    ("nonzero_output_declared_static", lambda: one_node("NonZero", [("x", T.FLOAT, R2)], [("y", T.INT64, [2, 12])]),
+     True),
 ]
 
 
