@@ -144,6 +144,11 @@ CASES = [
     ("einsum_bhji_bhjk", lambda: _einsum("bhji,bhjk->bhik", [1, 2, 4, 3], [1, 2, 4, 5]), False),
     ("einsum_abc_cd", lambda: _einsum("abc,cd->abd", [2, 3, 4], [4, 5]), False),
     ("einsum_ellipsis", lambda: _einsum("...ij,...jk->...ik", [2, 3, 4], [2, 4, 5]), False),
+    # torchvision's MaxViT: uppercase letters with spaces, rank 5
+    ("einsum_maxvit_scores", lambda: _einsum("B G H I D, B G H J D -> B G H I J", [1, 2, 3, 4, 8], [1, 2, 3, 5, 8]), True),
+    ("einsum_maxvit_values", lambda: _einsum("B G H I J, B G H J D -> B G H I D", [1, 2, 3, 4, 5], [1, 2, 3, 5, 8]), True),
+    ("einsum_mixed_case", lambda: _einsum("bHij,bHjk->bHik", [1, 2, 3, 4], [1, 2, 4, 5]), True),
+    ("einsum_uppercase_bhji_bhjk", lambda: _einsum("BHJI,BHJK->BHIK", [1, 2, 4, 3], [1, 2, 4, 5]), False),
     # class 4: plain 8/16-bit tensors moved, integer Neg/Sign, rank-5 bool and int
     ("gather_uint8", lambda: _with("Gather", "u8", R2, [const("i", [0, 2], np.int64)]), False),
     ("gather_bool", lambda: _with("Gather", "bool", R2, [const("i", [0, 2], np.int64)]), True),
