@@ -23,7 +23,7 @@ from mobile_ep.errors import ModelError, VerificationError
 
 __all__ = ["OutputDiff", "QuantizedOutput", "Verification", "InputError", "make_inputs", "run", "compare",
            "quantized_outputs", "verify", "VERIFY_LEVEL", "compiled_reference_level", "Step", "plan_compiled",
-           "run_compiled", "is_compiled_model", "compiled_tolerances"]
+           "run_compiled", "is_compiled_model", "holds_integer_kernels", "compiled_tolerances"]
 
 #: How long one verification run of a model may take, in seconds (``MOBILE_EP_RUN_TIMEOUT``).
 RUN_TIMEOUT = float(os.environ.get("MOBILE_EP_RUN_TIMEOUT", "600"))
