@@ -87,3 +87,24 @@ def test_convert_reports_step_errors_of_a_qdq_model(tmp_path):
     assert outputs and all(o["ok"] and o["max_step_error"] <= 1 for o in outputs)
     assert all(o["step"] > 0 for o in outputs)
     assert all(v.ok for v in result.verification)
+
+
+@pytest.mark.parametrize("ep", ["coreml"])
+def test_qdq_groups_written_as_the_cpus_integer_kernels_are_verified_at_the_level_that_runs_them(tmp_path, ep):
+    # Core ML takes none of the QDQ groups: convert writes them as onnxruntime's CPU fusions (QLinearConv), the
+    # integer kernels the default level makes of them, 4 output steps from the float arithmetic the basic level
+    # runs the original's QDQ graph in; the .onnx and .ort are compared with the original at the default level
+    source = tmp_path / "ties.onnx"
+    onnx.save(quant_models.requantization_ties(), source)
+    result = mobile_ep.convert(source, ep, tmp_path / "out")
+    written = onnx.load(str(tmp_path / "out" / f"ties.{ep}.onnx"))
+    assert ("com.microsoft", "QLinearConv") in {(n.domain, n.op_type) for n in written.graph.node}
+    assert runtime.holds_integer_kernels(tmp_path / "out" / f"ties.{ep}.ort")
+    assert [v.ok for v in result.verification] == [True, True], result.verification
+    outputs = [o for v in result.verification for o in v.outputs]
+    assert all(o.max_abs == 0.0 for o in outputs), outputs
+
+
+def test_a_model_without_integer_kernels_is_not_taken_for_one(tmp_path):
+    path = _dq_output_model(tmp_path / "m.onnx")
+    assert not runtime.holds_integer_kernels(path)

@@ -23,7 +23,7 @@ from mobile_ep.errors import ModelError, VerificationError
 
 __all__ = ["OutputDiff", "QuantizedOutput", "Verification", "InputError", "make_inputs", "run", "compare",
            "quantized_outputs", "verify", "VERIFY_LEVEL", "compiled_reference_level", "Step", "plan_compiled",
-           "run_compiled", "is_compiled_model", "compiled_tolerances"]
+           "run_compiled", "is_compiled_model", "holds_integer_kernels", "compiled_tolerances"]
 
 #: How long one verification run of a model may take, in seconds (``MOBILE_EP_RUN_TIMEOUT``).
 RUN_TIMEOUT = float(os.environ.get("MOBILE_EP_RUN_TIMEOUT", "600"))
@@ -47,6 +47,10 @@ VERIFY_LEVEL = "basic"
 #: in float (QDQ): a compiled candidate of a model with one (integer partitions, CPU parts at the default
 #: level) is compared with the original run at the default level.
 _INTEGER_AT_DEFAULT = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+#: The integer kernels onnxruntime makes of QDQ groups (what ``convert`` records of the CPU's fusions in the
+#: written model): a candidate holding one runs, and is compared with the original, at the default level.
+_INTEGER_KERNELS = frozenset({"QLinearConv", "QLinearMatMul", "com.microsoft:QGemm", "com.microsoft:QAttention",
+                              "com.microsoft:MatMulIntegerToFloat", "com.microsoft:DynamicQuantizeMatMul"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -404,7 +408,9 @@ def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike],
 
     The original and the ONNX candidates run at :data:`VERIFY_LEVEL`, ORT-format and compiled candidates at
     onnxruntime's default level; a compiled candidate of a model with QDQ groups is compared with the original
-    at the default level, where they run as integer kernels.  A compiled-partition candidate runs with its
+    at the default level, where they run as integer kernels, and so is a candidate holding the integer kernels
+    onnxruntime makes of them (:func:`holds_integer_kernels`: the CPU's fusions recorded; it runs at the
+    default level too, its other QDQ groups made integer kernels as well).  A compiled-partition candidate runs with its
     backends' emulators, compared with
     the larger of the given tolerances and those its payloads declare (``rtol``/``atol`` metadata).
     *reference_level*: the original runs at that optimization level (:data:`mobile_ep.sessions.LEVELS`) for
@@ -418,9 +424,11 @@ def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike],
         proto = _load_proto(original, external=False)
     quantized = quantized_outputs(original, proto)
     compiled = {c: is_compiled_model(c) for c in candidates}
-    onnx_file = {c: not compiled[c] and not is_ort_format(c) for c in candidates}
-    compiled_level = reference_level or (compiled_reference_level(original, proto) if any(compiled.values())
-                                         else None)
+    integer_original = reference_level is None and compiled_reference_level(original, proto) is None
+    fused = {c: integer_original and not compiled[c] and holds_integer_kernels(c) for c in candidates}
+    onnx_file = {c: not compiled[c] and not fused[c] and not is_ort_format(c) for c in candidates}
+    compiled_level = reference_level or (compiled_reference_level(original, proto)
+                                         if any(compiled.values()) or any(fused.values()) else None)
     failure: Exception | None = None
     reference_text = ""
     if reference_level is not None:
@@ -436,7 +444,7 @@ def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike],
                     declared = compiled_tolerances(c)
                     c_atol, c_rtol, c_int = max(atol, declared[0]), max(rtol, declared[1]), int(declared[2])
                 outputs = run(c, feeds, backends=backends, level=VERIFY_LEVEL if onnx_file[c] else None)
-                against = run(original, feeds, level=compiled_level) if compiled[c] else reference
+                against = run(original, feeds, level=compiled_level) if compiled[c] or fused[c] else reference
                 results.append(Verification(str(pathlib.Path(c)),
                                             compare(against, outputs, atol=c_atol, rtol=c_rtol, int_atol=c_int,
                                                     quantized=quantized), seed, reference_text))
@@ -482,6 +490,19 @@ def compiled_reference_level(path: str | os.PathLike, proto: Any = None) -> str 
     that level runs as integer kernels as quantized partitions do."""
     graph = (proto if proto is not None else _load_proto(path, external=False)).graph
     return None if any(node.op_type in _INTEGER_AT_DEFAULT for node in graph.node) else VERIFY_LEVEL
+
+
+def holds_integer_kernels(path: str | os.PathLike) -> bool:
+    """Whether the model at *path* (ONNX or ORT format) holds one of the integer kernels onnxruntime makes of a
+    QDQ group (``com.microsoft:QLinearAdd``, ``QLinearConv``, ``com.microsoft:QGemm``, ...)."""
+    from mobile_ep.export.ort_format import is_ort_format, ort_format_ops
+
+    if is_ort_format(path):
+        ops = ort_format_ops(path)
+    else:
+        graph = _load_proto(path, external=False).graph
+        ops = {n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}:{n.op_type}" for n in graph.node}
+    return any(op in _INTEGER_KERNELS or op.startswith("com.microsoft:QLinear") for op in ops)
 
 
 def is_compiled_model(path: str | os.PathLike) -> bool:

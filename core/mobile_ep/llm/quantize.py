@@ -3,7 +3,7 @@
 The HTP runs 16-bit activations with 8-bit (or 4-bit) weights fast; the QDQ form it takes is what
 ``onnxruntime.quantization.execution_providers.qnn.get_qnn_qdq_config`` writes, on the graphs converted to opset 21
 first, so that uint16 activations go through the standard QuantizeLinear/DequantizeLinear (below 21 the quantizer
-writes ``com.microsoft`` ones, which the qnn backend's rules do not know yet); w8a16 MatMul weights int8 per tensor,
+writes ``com.microsoft`` ones, which mobile-ep reads as the standard ops only from opset 21: :mod:`mobile_ep.passes.contrib_qdq`); w8a16 MatMul weights int8 per tensor,
 as that helper writes them; w4a16 int4 in blocks of 32 per output channel, opset 21's blocked DequantizeLinear,
 which the QNN EP of onnxruntime-qnn 2.7 takes too, int4 per tensor costing too much).  mobile-ep has no quantizer of its own; what it adds for a decoder is consistency
 across the two graphs:

@@ -3,7 +3,8 @@
 Every ORT session applies the basic-level optimizations before an execution provider is asked for its
 nodes, so that graph — not the file's — is what the backends judge: :func:`as_ort_sees_it` validates the
 file (one-line errors naming it), fixes input shapes when asked (:mod:`mobile_ep.passes.fix_shapes`) and
-runs onnxruntime's basic level (:mod:`mobile_ep.passes.fold_constants`).  The user's file is never changed.
+runs onnxruntime's basic level (:mod:`mobile_ep.passes.fold_constants`); ``com.microsoft`` Q/DQ nodes are read as
+the standard ops they equal (:mod:`mobile_ep.passes.contrib_qdq`).  The user's file is never changed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import onnx_ir as ir
 from mobile_ep import model_io
 from mobile_ep.errors import ModelError
 from mobile_ep.options import Options
-from mobile_ep.passes import const_inputs, fold_constants
+from mobile_ep.passes import const_inputs, contrib_qdq, fold_constants
 from mobile_ep.passes.fix_shapes import FixShapesPass
 from mobile_ep.passes.function_ops import Whole
 
@@ -92,12 +93,20 @@ def view(path: str | os.PathLike, work: str | os.PathLike, options: Options | No
                                  f"with only these dims fixed){const_inputs.branch_hint(result.model.graph)}") from None
             # (the optimized model holds its own copy of the weights: the fixed model's is not kept on disk)
             (work / "fixed.onnx.data").unlink(missing_ok=True)
-            model = fold_constants.load_optimized(optimized)
-            return View(model, changes, whole, _settled(model, proto))
+            return _view(optimized, changes, whole, proto)
     else:
         changes = {}
     optimized, whole = fold_constants.ort_optimized_keeping(source, work, proto=proto, backends=backends)
+    return _view(optimized, changes, whole, proto)
+
+
+def _view(optimized: pathlib.Path, changes: dict[str, list[str]], whole: Whole, proto: ModelProto | None) -> View:
+    """The view of the optimized file: its IR, its ``com.microsoft`` Q/DQ nodes read as the standard ops they
+    equal (:mod:`mobile_ep.passes.contrib_qdq`; a model so changed is not the file onnxruntime wrote: not settled)."""
     model = fold_constants.load_optimized(optimized)
+    if contrib_qdq.standardize(model):
+        model_io.infer_shapes(model)  # (the shapes after them, which onnxruntime's file leaves out)
+        return View(model, changes, whole)
     return View(model, changes, whole, _settled(model, proto))
 
 

@@ -293,7 +293,7 @@ def run_oracle(backend: Backend, model: Any, ep: ExecutionProvider, *, case: str
     ``workdir`` keeps the files (the named model ``model.onnx``, the basic-level ``optimized.onnx``).
     """
     from mobile_ep import model_io as mir
-    from mobile_ep.passes import fold_constants
+    from mobile_ep.passes import contrib_qdq, fold_constants
 
     label = case or (str(model) if isinstance(model, (str, pathlib.Path)) else "model")
     with tempfile.TemporaryDirectory(prefix="mobile-ep-oracle-") as tmp:
@@ -302,6 +302,8 @@ def run_oracle(backend: Backend, model: Any, ep: ExecutionProvider, *, case: str
         named = _named(model)
         path = mir.save(named, work / "model.onnx")
         basic = mir.load(fold_constants.ort_optimized(path, work, backends=[backend]), check=False)
+        if contrib_qdq.standardize(basic):  # (as the commands read the model: mobile_ep.passes.load)
+            mir.infer_shapes(basic)
         found: Proposal = propose(basic, [backend])
         mine = found.per_backend[backend.name]
         nodes = {n.name or "": op_label(n) for n in basic.graph}

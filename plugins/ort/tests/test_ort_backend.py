@@ -296,3 +296,35 @@ def test_a_rewrite_the_ep_takes_no_more_with_is_not_kept(tmp_path):
     report = json.loads((out / "report.json").read_text())["partitioning"]
     assert not report.get("rewrites")
     assert "Tile" in {n.op_type for n in onnx.load(next(out.glob("*.onnx"))).graph.node}
+
+
+def test_against_ep_on_contrib_domain_qdq_with_16_bit_activations(tmp_path):
+    """A w8a16 QDQ Conv as onnxruntime.quantization writes it for the QNN EP (``get_qnn_qdq_config`` with uint16
+    activations): every QuantizeLinear/DequantizeLinear in the com.microsoft domain, no shapes after them.  The
+    rules take the QDQ Conv as the real EP does."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.integers(-50, 50, (4, 3, 3, 3)).astype(np.int8), "w"),
+             numpy_helper.from_array(np.full(4, 0.01, np.float32), "sw"),
+             numpy_helper.from_array(np.zeros(4, np.int8), "zw"),
+             numpy_helper.from_array(np.array(0.05, np.float32), "sx"),
+             numpy_helper.from_array(np.array(32768, np.uint16), "zx")]
+    ms = "com.microsoft"
+    nodes = [helper.make_node("Relu", ["x"], ["xr"], name="relu"),
+             helper.make_node("QuantizeLinear", ["xr", "sx", "zx"], ["xq"], name="qx", domain=ms),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"], name="dqx", domain=ms),
+             helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wf"], axis=0, name="dqw", domain=ms),
+             helper.make_node("Conv", ["xd", "wf"], ["m"], name="conv"),
+             helper.make_node("QuantizeLinear", ["m", "sx", "zx"], ["mq"], name="qy", domain=ms),
+             helper.make_node("DequantizeLinear", ["mq", "sx", "zx"], ["md"], name="dqy", domain=ms),
+             helper.make_node("Relu", ["md"], ["y"], name="relu2")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 3, 3])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(ms, 1)],
+                              ir_version=10)
+    path = tmp_path / "w8a16.onnx"
+    onnx.save(model, path)
+    result = cli("check", path, "--ep", "qnn", "--against-ep")
+    assert result.returncode == 0, result.stderr
+    assert "qnn against the real QNNExecutionProvider: 0 of 8 nodes placed differently; partitions 1 (rules) vs " \
+           "1 (EP)" in result.stdout, result.stdout
+    assert "8/8 nodes claimed" in result.stdout, result.stdout

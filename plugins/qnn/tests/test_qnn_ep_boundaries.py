@@ -144,6 +144,11 @@ CASES = [
     ("einsum_bhji_bhjk", lambda: _einsum("bhji,bhjk->bhik", [1, 2, 4, 3], [1, 2, 4, 5]), False),
     ("einsum_abc_cd", lambda: _einsum("abc,cd->abd", [2, 3, 4], [4, 5]), False),
     ("einsum_ellipsis", lambda: _einsum("...ij,...jk->...ik", [2, 3, 4], [2, 4, 5]), False),
+    # torchvision's MaxViT: uppercase letters with spaces, rank 5
+    ("einsum_maxvit_scores", lambda: _einsum("B G H I D, B G H J D -> B G H I J", [1, 2, 3, 4, 8], [1, 2, 3, 5, 8]), True),
+    ("einsum_maxvit_values", lambda: _einsum("B G H I J, B G H J D -> B G H I D", [1, 2, 3, 4, 5], [1, 2, 3, 5, 8]), True),
+    ("einsum_mixed_case", lambda: _einsum("bHij,bHjk->bHik", [1, 2, 3, 4], [1, 2, 4, 5]), True),
+    ("einsum_uppercase_bhji_bhjk", lambda: _einsum("BHJI,BHJK->BHIK", [1, 2, 4, 3], [1, 2, 4, 5]), False),
     # class 4: plain 8/16-bit tensors moved, integer Neg/Sign, rank-5 bool and int
     ("gather_uint8", lambda: _with("Gather", "u8", R2, [const("i", [0, 2], np.int64)]), False),
     ("gather_bool", lambda: _with("Gather", "bool", R2, [const("i", [0, 2], np.int64)]), True),
@@ -229,6 +234,11 @@ CASES = [
      False),
     ("instancenorm_rank4", lambda: _with("InstanceNormalization", "f32", R4, [const("s", np.ones(3), np.float32),
                                                                                const("b", np.zeros(3), np.float32)]),
+     True),
+    # NonZero: the EP needs its output's shape static ("NonZero output shape must be static"), which only a declared
+    # shape makes it (torchvision's detection heads: [2, N] with N unknown)
+    ("nonzero_dynamic_output", lambda: _unary("NonZero", "f32", R2, out="i64"), False),
+    ("nonzero_output_declared_static", lambda: one_node("NonZero", [("x", T.FLOAT, R2)], [("y", T.INT64, [2, 12])]),
      True),
 ]
 
@@ -778,3 +788,37 @@ def test_check_takes_the_nodes_after_a_reshape_to_a_shape_onnxruntime_knows(tmp_
     assert result.exit_code == 0, result.output
     assert "11/12 nodes claimed (91.7%) in 2 partitions" in result.output
     assert "dynamic shape" not in result.output
+
+
+# -- com.microsoft QuantizeLinear/DequantizeLinear: what get_qnn_qdq_config writes for 16-bit activations ------------
+def _contrib_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
+    """*model* with every QuantizeLinear/DequantizeLinear in the ``com.microsoft`` domain and no value infos, as
+    onnxruntime.quantization writes a model quantized to uint16 activations (``get_qnn_qdq_config(...,
+    activation_type=QUInt16)``): the weights' 8-bit DequantizeLinear nodes too, the ONNX opset kept."""
+    for node in model.graph.node:
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            node.domain = "com.microsoft"
+    del model.graph.value_info[:]
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return model
+
+
+def _qdq_matmul_u16(zero_point, conv=False, opset=21):
+    """:func:`_qdq_matmul` with uint16 activations (zero point 32768) and contrib-domain Q/DQ nodes."""
+    model = _qdq_matmul(zero_point, conv=conv)
+    for init in model.graph.initializer:
+        if init.name == "zx":
+            init.CopyFrom(const("zx", 32768, np.uint16))
+    model.opset_import[0].version = opset
+    return _contrib_qdq(model)
+
+
+@pytest.mark.parametrize(("conv", "zero_point", "expected"), [(True, 0, True), (False, 0, True), (False, 3, False)])
+def test_contrib_domain_qdq_with_16_bit_activations_as_the_real_ep(qnn_backend, qnn_ep, conv, zero_point, expected):
+    """The QNN EP takes com.microsoft Q/DQ units as the standard ones (opset 21, uint16 activations, int8 weights
+    per channel): taken with a symmetric weight, a MatMul with weight zero point 3 left on the CPU, as the real EP
+    does."""
+    result = run_oracle(qnn_backend, _qdq_matmul_u16(zero_point, conv), qnn_ep, case=f"contrib u16 {conv} {zero_point}")
+    assert result.built and result.matches, result.diff()
+    assert ("op" in result.real_nodes) is expected
+

@@ -35,14 +35,15 @@ class Gemm(QnnRule):
 
 
 def _terms(equation: str) -> tuple[str, str, str] | None:
-    """The two input terms and the result of *equation* when the EP parses it: ``a,b->c``, lowercase letters
-    only, each of two letters or more (no ellipsis)."""
+    """The two input terms and the result of *equation* when the EP parses it: ``a,b->c``, letters (either case,
+    ``B G H I D, B G H J D -> B G H I J`` as torchvision's MaxViT writes them; spaces ignored), each term of two
+    letters or more (no ellipsis)."""
     text = equation.replace(" ", "")
     lhs, arrow, result = text.partition("->")
     first, comma, second = lhs.partition(",")
     if not arrow or not comma or "," in second:
         return None
-    if any(len(t) < 2 or not (t.isascii() and t.isalpha() and t.islower()) for t in (first, second, result)):
+    if any(len(t) < 2 or not (t.isascii() and t.isalpha()) for t in (first, second, result)):
         return None
     return first, second, result
 
@@ -74,7 +75,7 @@ class Einsum(QnnRule):
     def check(self, unit, ctx):
         """Two inputs and an equation the EP builds as a matrix product (``einsum_op_builder.cc``): ``...ij,...jk->
         ...ik`` (same batch letters), ``...ij,...kj->...ik``, ``bhwc,hkc->bhwk``, or the four-letter ``bchq,bkhc->
-        bkhq`` form; lowercase letters, two or more per term, no ellipsis."""
+        bkhq`` form; letters of either case, two or more per term, no ellipsis."""
         node = unit.target
         if len([v for v in node.inputs if v is not None]) != 2:
             return Support.no("not two inputs: the QNN EP builds Einsum of two inputs as a MatMul")

@@ -40,10 +40,10 @@ class Range(QnnRule):
 class NonZero(QnnRule):
     op_types = ("NonZero",)
     input_types = {0: ANY_DATA}
-    static_outputs = False
 
     def check(self, unit, ctx):
-        """A static input (the output's length depends on the data)."""
+        """A static input and a static output shape: the EP refuses a NonZero whose output length is unknown (it
+        depends on the data), as in detection models' box selection; only a declared shape makes it known."""
         return SUPPORTED
 
 
