@@ -14,8 +14,9 @@ a command nothing is kept.
 A command that runs the models it looks at (``convert`` verifying: ``command(runs=True)``) also keeps the
 session that wrote a view of a file at a level, and runs that file at that level with it (:func:`runnable`):
 the original's basic-level view gives the reference outputs, the written file's its outputs.  Such sessions
-are kept while the files they wrote (the optimized model and its data file) total at most :data:`KEEP_BYTES`;
-a session made only to run a model is held alone, one at a time, so that a large model's weights are held once.
+are kept while the files they wrote (the optimized model and its data file) total at most :data:`KEEP_BYTES`,
+and so is a session made only to run a model, counted as the files of its folder (where mobile-ep's files keep
+their weights); a larger one is held alone, one at a time, so that a large model's weights are held once.
 
 :func:`created` counts the sessions this process has built (a diagnostic: ``tests/test_sessions.py`` holds each
 command to a budget of sessions).
