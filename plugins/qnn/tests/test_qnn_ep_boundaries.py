@@ -854,9 +854,6 @@ def test_if_reading_an_outer_value_as_the_real_ep(qnn_backend, qnn_ep, read, exp
     assert taken(qnn_backend, qnn_ep, _if_reading(read, "add"), f"If reading {read}") is expected
 
 
-@pytest.mark.xfail(strict=True, reason="the QNN EP groups its nodes without the If's implicit inputs as edges; "
-                   "onnxruntime checks each group with them, finds one it cannot fuse, and drops every group of "
-                   "that GetCapability call: not modelled")
 def test_group_joined_across_an_if_implicit_input_is_refused_as_the_real_ep(qnn_backend, qnn_ep):
     """a -> Erf -> (read by the If's branches) If -> b: the EP puts a and b in one group (to it the If only
     depends on its condition); onnxruntime, counting the branches' read of Erf's output as an edge, finds a path
