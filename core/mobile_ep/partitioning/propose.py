@@ -496,7 +496,11 @@ def _explicit_in_degree(index: _GraphIndex, units: _UnitGraph) -> list[int]:
 def _unfusable(groups: Sequence[Sequence[int]], index: _GraphIndex, units: _UnitGraph) -> ir.Node | None:
     """The first node of the first of *groups* (of units) that onnxruntime's check splits: the wave algorithm over
     the nodes, every edge counted, with only that group's nodes supported, makes more than one group of them."""
+    supported = {u for group in groups for u in group}
+    usual = {tuple(group) for group in wave_groups(units.order, units.consumers, units.in_degree, supported.__contains__)}
     for group in groups:
+        if tuple(group) in usual:  # (a group of the wave algorithm over every edge passes the check)
+            continue
         members = {i for u in group for i in units.members[u]}
         if len(members) > 1 and len(wave_groups(index.order, index.consumers, index.in_degree,
                                                  members.__contains__)) > 1:
