@@ -268,3 +268,34 @@ def test_the_partition_pass_is_an_analysis_a_pass_manager_passes_the_model_throu
     assert result.model is model and not result.modified
     assert [(n.name, n.op_type) for n in model.graph] == before
     assert partition.proposal is not None and partition.proposal.partitions
+
+
+class _ExplicitInputsBackend(ToyBackend):
+    name = "toy-explicit"
+    groups_by_explicit_inputs = True
+
+
+def _relu_erf_if_relu():
+    """x -> Relu a -> Erf u; If on the graph input c, whose branches read u; Relu b of the If's output."""
+    branch = lambda op, name: helper.make_graph(  # noqa: E731
+        [helper.make_node(op, ["u"], [f"{name}_o"], name=name)], name, [], [tensor(f"{name}_o", [2, 3])])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="a"),
+             helper.make_node("Erf", ["a"], ["u"], name="u"),
+             helper.make_node("If", ["c"], ["i"], name="if", then_branch=branch("Identity", "t"),
+                              else_branch=branch("Neg", "e")),
+             helper.make_node("Relu", ["i"], ["y"], name="b")]
+    return make_model(nodes, [tensor("x", [2, 3]), tensor("c", [], TensorProto.BOOL)], [tensor("y", [2, 3])])
+
+
+def test_a_round_with_a_group_across_a_subgraph_read_is_dropped_for_an_ep_grouping_by_explicit_inputs():
+    """An EP that counts only a node's explicit inputs (onnxruntime-qnn 2.7) finds the If ready at once and puts
+    a and b in one group; onnxruntime, counting the branches' read of u, finds a path a -> u -> If -> b through
+    the CPU and drops every group of the round.  ORT's own grouping makes two partitions."""
+    model = as_model(_relu_erf_if_relu())
+    plain = propose(model, [ToyBackend()]).per_backend["toy"]
+    assert [p.node_names for p in plain.partitions] == [["a"], ["b"]]
+    explicit = propose(model, [_ExplicitInputsBackend()]).per_backend["toy-explicit"]
+    assert explicit.partitions == []
+    reasons = {n.name: r for n, r in explicit.rejected.items()}
+    assert "onnxruntime drops every group toy-explicit proposes" in reasons["a"]
+    assert "'a'" in reasons["b"]

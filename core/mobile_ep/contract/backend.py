@@ -109,6 +109,11 @@ class Backend:
     #: leaves on the CPU, one rewrite at a time, and one is kept only when the EP, asked again about the
     #: rewritten graph, takes more (:func:`mobile_ep.passes.conversion.legalize_and_partition`).
     answers_whole_graph: ClassVar[bool] = False
+    #: Whether the EP groups its nodes counting only the values nodes read as inputs, not those the branches
+    #: of an If (Loop, Scan) read from the outer graph, while onnxruntime checks each group counting them
+    #: (onnxruntime-qnn 2.7, a plugin EP): when a group is then not fusable, onnxruntime drops every group of
+    #: that round (:func:`mobile_ep.partitioning.propose.wave_groups`'s callers).
+    groups_by_explicit_inputs: ClassVar[bool] = False
 
     def __init__(self, options: Any = None) -> None:
         if not self.name:

@@ -439,9 +439,20 @@ def _propose_for(ctx: ProposalContext, index: _GraphIndex, owner: Mapping[ir.Nod
     late = {u: r for u in units.order if (r := max((rounds.get(i, 0) for i in units.members[u]), default=0))} \
         if rounds else {}
     groups: list = []
+    explicit = _explicit_in_degree(index, units) if backend.groups_by_explicit_inputs and index.outer_reads else None
     for walk in [0, *sorted(set(late.values()))]:  # (onnxruntime inlines the function nodes no EP took, then
-        groups += wave_groups(units.order, units.consumers, units.in_degree,  # partitions their bodies: a round each)
-                              lambda u, walk=walk: late.get(u, 0) == walk and is_supported(u), group_values.clear)
+        found = wave_groups(units.order, units.consumers, explicit or units.in_degree,  # partitions their bodies
+                            lambda u, walk=walk: late.get(u, 0) == walk and is_supported(u), group_values.clear)
+        split = _unfusable(found, index, units) if explicit else None
+        if split is not None:  # onnxruntime drops every group of the round
+            reason = (f"onnxruntime drops every group {backend.name} proposes in this round: the group of "
+                      f"{split.name!r} has a path through the CPU (a subgraph reading an outer value) between its nodes")
+            for group in found:
+                for u in group:
+                    for i in units.members[u]:
+                        rejected[index.nodes[i]] = reason
+            continue
+        groups += found
     ctx.group_values = None
     for group in groups:
         members = [i for u in group for i in units.members[u]]
@@ -461,6 +472,40 @@ def _propose_for(ctx: ProposalContext, index: _GraphIndex, owner: Mapping[ir.Nod
         nodes = tuple(index.nodes[i] for i in sorted(members, key=index.position.__getitem__))
         partitions.append(Partition(backend.name, nodes, inputs, outputs))
     return BackendProposal(backend.name, partitions, rejected, len(index.nodes))
+
+
+def _explicit_in_degree(index: _GraphIndex, units: _UnitGraph) -> list[int]:
+    """Each of *units*' count of producer units counting only the values its nodes read as inputs, not those
+    their subgraphs read from the outer graph (``Backend.groups_by_explicit_inputs``).  The consumers stay every
+    edge's: a node whose subgraphs read outer values is ready once as many of its producers, of either kind,
+    were visited as it has producers of inputs (seen with onnxruntime-qnn 2.7: an If is ready before the value
+    its branches read is made)."""
+    unit_number = [0] * len(index.nodes)
+    for u, members in enumerate(units.members):
+        for i in members:
+            unit_number[i] = u
+    in_degree = [0] * len(units.units)
+    for u in units.order:
+        sources = {unit_number[j] for i in units.members[u] for value in index.nodes[i].inputs
+                   if value is not None and (j := index.made_by.get(value)) is not None}
+        sources.discard(u)
+        in_degree[u] = len(sources)
+    return in_degree
+
+
+def _unfusable(groups: Sequence[Sequence[int]], index: _GraphIndex, units: _UnitGraph) -> ir.Node | None:
+    """The first node of the first of *groups* (of units) that onnxruntime's check splits: the wave algorithm over
+    the nodes, every edge counted, with only that group's nodes supported, makes more than one group of them."""
+    supported = {u for group in groups for u in group}
+    usual = {tuple(group) for group in wave_groups(units.order, units.consumers, units.in_degree, supported.__contains__)}
+    for group in groups:
+        if tuple(group) in usual:  # (a group of the wave algorithm over every edge passes the check)
+            continue
+        members = {i for u in group for i in units.members[u]}
+        if len(members) > 1 and len(wave_groups(index.order, index.consumers, index.in_degree,
+                                                 members.__contains__)) > 1:
+            return index.nodes[units.members[group[0]][0]]
+    return None
 
 
 #: How onnxruntime names the values inside a function body it inlined.

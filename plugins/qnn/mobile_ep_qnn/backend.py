@@ -100,6 +100,7 @@ class QnnBackend(Backend):
                    "builders' checks, QDQ node units and partition filter, checked against the real EP. NHWC; "
                    "static shapes only.")
     preferred_layout = "NHWC"
+    groups_by_explicit_inputs = True
     platform = "android"
     rules_from = "onnxruntime-qnn 2.7 (QNN SDK 2.51)"
     Options = QnnOptions

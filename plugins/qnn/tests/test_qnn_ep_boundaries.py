@@ -822,3 +822,43 @@ def test_contrib_domain_qdq_with_16_bit_activations_as_the_real_ep(qnn_backend, 
     assert result.built and result.matches, result.diff()
     assert ("op" in result.real_nodes) is expected
 
+
+
+# -- If nodes: values their branches read from the outer graph (implicit inputs) -------------------------------------
+def _branch(op, read, name):
+    return helper.make_graph([helper.make_node(op, [read], [f"{name}_o"], name=name)], name, [],
+                             [helper.make_tensor_value_info(f"{name}_o", T.FLOAT, R2)])
+
+
+def _if_reading(read, tail):
+    """x -> Relu ``a``; x or a -> Erf ``u_cpu`` (the EP has no Erf); ``op``: an If on the graph input ``c`` whose
+    branches read *read* from the outer graph; *tail*: the nodes after it."""
+    erf_input = "a" if tail == "relu" else "x"
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="a"),
+             helper.make_node("Erf", [erf_input], ["u"], name="u_cpu"),
+             helper.make_node("If", ["c"], ["i"], name="op", then_branch=_branch("Identity", read, "t"),
+                              else_branch=_branch("Neg", read, "e"))]
+    if tail == "relu":
+        nodes.append(helper.make_node("Relu", ["i"], ["y"], name="b"))
+    else:
+        nodes += [helper.make_node("Add", ["i", "a"], ["s"], name="s"), helper.make_node("Add", ["s", "u"], ["y"], name="y")]
+    return graph_model(nodes, [("x", T.FLOAT, R2), ("c", T.BOOL, [])], [("y", T.FLOAT, R2)],
+                       [const("w", np.ones(R2), np.float32)])
+
+
+@pytest.mark.parametrize(("read", "expected"), [("x", True), ("w", True), ("a", True), ("u", False)])
+def test_if_reading_an_outer_value_as_the_real_ep(qnn_backend, qnn_ep, read, expected):
+    """The EP refuses an If whose branches read a value made by a node it leaves on the CPU ("If implicit input
+    is produced outside the QNN partition"); one reading a graph input, an initializer or a value of a node it
+    takes is taken."""
+    assert taken(qnn_backend, qnn_ep, _if_reading(read, "add"), f"If reading {read}") is expected
+
+
+def test_group_joined_across_an_if_implicit_input_is_refused_as_the_real_ep(qnn_backend, qnn_ep):
+    """a -> Erf -> (read by the If's branches) If -> b: the EP puts a and b in one group (to it the If only
+    depends on its condition); onnxruntime, counting the branches' read of Erf's output as an edge, finds a path
+    from a to b through CPU nodes, logs "set nodes that cannot be fused together" and the EP takes nothing."""
+    result = run_oracle(qnn_backend, _if_reading("u", "relu"), qnn_ep, case="group across an If's implicit input")
+    assert result.built, result.diff()
+    assert not result.real_nodes  # (the real EP: every node on the CPU)
+    assert result.matches, result.diff()
