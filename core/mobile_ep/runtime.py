@@ -424,11 +424,10 @@ def verify(original: str | os.PathLike, candidates: Sequence[str | os.PathLike],
         proto = _load_proto(original, external=False)
     quantized = quantized_outputs(original, proto)
     compiled = {c: is_compiled_model(c) for c in candidates}
-    integer_original = reference_level is None and compiled_reference_level(original, proto) is None
+    compiled_level = reference_level or compiled_reference_level(original, proto)
+    integer_original = reference_level is None and compiled_level is None  # (QDQ groups: integer at the default)
     fused = {c: integer_original and not compiled[c] and holds_integer_kernels(c) for c in candidates}
     onnx_file = {c: not compiled[c] and not fused[c] and not is_ort_format(c) for c in candidates}
-    compiled_level = reference_level or (compiled_reference_level(original, proto)
-                                         if any(compiled.values()) or any(fused.values()) else None)
     failure: Exception | None = None
     reference_text = ""
     if reference_level is not None:
