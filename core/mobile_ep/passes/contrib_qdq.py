@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from mobile_ep import model_io
+
 __all__ = ["standardize"]
 
 _OPS = ("QuantizeLinear", "DequantizeLinear")
@@ -47,8 +49,8 @@ def _standard_at(node: ir.Node, opset: int) -> bool:
 def standardize(model: ir.Model) -> int:
     """Move, in place, *model*'s ``com.microsoft`` QuantizeLinear/DequantizeLinear nodes to the default domain
     where its ONNX opset has them for their types, giving an output without a shape its input's shape and type
-    (a DequantizeLinear: its scale's type; a QuantizeLinear: its zero point's, else uint8).  Returns how many
-    nodes moved."""
+    (a DequantizeLinear: its scale's type; a QuantizeLinear: its zero point's, else uint8), then the shapes after
+    them inferred (onnxruntime's file leaves them out).  Returns how many nodes moved."""
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0))
     moved = 0
     for graph in model.graphs():
@@ -69,4 +71,6 @@ def standardize(model: ir.Model) -> int:
                     dtype = _quantized_type(node)
                 if dtype is not None:
                     out.type = ir.TensorType(dtype)
+    if moved:
+        model_io.infer_shapes(model)
     return moved

@@ -105,7 +105,6 @@ def _view(optimized: pathlib.Path, changes: dict[str, list[str]], whole: Whole, 
     equal (:mod:`mobile_ep.passes.contrib_qdq`; a model so changed is not the file onnxruntime wrote: not settled)."""
     model = fold_constants.load_optimized(optimized)
     if contrib_qdq.standardize(model):
-        model_io.infer_shapes(model)  # (the shapes after them, which onnxruntime's file leaves out)
         return View(model, changes, whole)
     return View(model, changes, whole, _settled(model, proto))
 

@@ -302,8 +302,7 @@ def run_oracle(backend: Backend, model: Any, ep: ExecutionProvider, *, case: str
         named = _named(model)
         path = mir.save(named, work / "model.onnx")
         basic = mir.load(fold_constants.ort_optimized(path, work, backends=[backend]), check=False)
-        if contrib_qdq.standardize(basic):  # (as the commands read the model: mobile_ep.passes.load)
-            mir.infer_shapes(basic)
+        contrib_qdq.standardize(basic)  # (as the commands read the model: mobile_ep.passes.load)
         found: Proposal = propose(basic, [backend])
         mine = found.per_backend[backend.name]
         nodes = {n.name or "": op_label(n) for n in basic.graph}
