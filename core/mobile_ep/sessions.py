@@ -34,7 +34,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["created", "options", "lean_session_options", "open_session", "command", "write_optimized", "runnable", "outputs",
+__all__ = ["created", "options", "lean_session_options", "open_session", "optimize_into", "command", "write_optimized", "runnable", "outputs",
            "derived", "file_stamp"]
 
 _lock = threading.Lock()
@@ -45,6 +45,8 @@ LEVELS = ("disable", "basic", "extended", "all")
 #: Within a command that runs its models, the sessions that wrote views are kept to run them while the files
 #: they wrote total at most this many bytes (above it, as in every other command, they are released at once).
 KEEP_BYTES = 1 << 30
+#: The session config entry naming the file an optimized model's external initializers are written to.
+_DATA_FILE = "session.optimized_model_external_initializers_file_name"
 
 
 def created() -> int:
@@ -108,6 +110,125 @@ def open_session(source: str | os.PathLike | bytes, so, *, providers: Sequence[A
     extra = {"disabled_optimizers": list(disabled_optimizers)} if disabled_optimizers else {}
     return ort.InferenceSession(source if isinstance(source, bytes) else str(source), so,
                                 providers=list(providers) if providers is not None else None, **extra)
+
+
+def optimize_into(source: str | os.PathLike | bytes, so, out: pathlib.Path, *, folder: str | os.PathLike | None = None,
+                  disabled_optimizers: Sequence[str] | None = None) -> pathlib.Path:
+    """Have onnxruntime write to *out* the model *source* (a path, or a serialized model whose external data is in
+    *folder*) optimized as *so* asks (its level, its ``optimized_model_filepath`` *out* and the external
+    initializers' file and size of its config); returns *out*.
+
+    When the source's folder is *out*'s, this is onnxruntime's model compiler (``onnxruntime.ModelCompiler``),
+    which writes the same model as a session does, but is asked where each initializer goes: one onnxruntime
+    read from a file in *out*'s folder, unchanged, stays there (referenced, not written again), one it made
+    goes to the external initializers' file (or inline, when small).  A session reads and writes every weight;
+    the compiler does neither, which for a model of gigabytes is most of the time.  Elsewhere a session writes
+    the model (an ``EXTERNAL`` reference may not leave the model's folder: each weight is copied beside it).
+    """
+    out = pathlib.Path(out)
+    base = pathlib.Path(folder if isinstance(source, bytes) else pathlib.Path(source).parent)
+    if base.resolve() != out.parent.resolve() and (moved := _copied_beside(source, base, out, so)) is not None:
+        source, base = moved, out.parent
+    if base.resolve() == out.parent.resolve():
+        try:
+            _compile_optimized(source, so, out, base.resolve(), disabled_optimizers)
+            return out
+        except Exception:  # (what the compiler cannot write, a tensor numpy has no type for ...: a session does)
+            so.optimized_model_filepath = str(out)
+            out.parent.joinpath(_config(so, _DATA_FILE, out.name + ".data") + ".new").unlink(missing_ok=True)
+    open_session(source, so, disabled_optimizers=disabled_optimizers)
+    return out
+
+
+#: A model file at most this large is looked into for external data (:func:`_copied_beside`); a larger one holds
+#: its weights, and a session writes its view.
+_GRAPH_BYTES = 64 << 20
+
+
+def _copied_beside(source: str | os.PathLike | bytes, base: pathlib.Path, out: pathlib.Path, so) -> bytes | None:
+    """For a model (a file, or its bytes with its external data in *base*) whose weights are in external data
+    files: those files copied into *out*'s folder (the system's file copy: no weight passes through Python) and
+    the model's bytes, *so* told that its external data is there; None for a model of inline weights, or one
+    whose files' names are those of *out* and its data."""
+    import shutil
+
+    from mobile_ep.model_io.protos import external_files
+
+    if isinstance(source, bytes):
+        data = source
+    else:
+        path = pathlib.Path(source)
+        if path.stat().st_size > _GRAPH_BYTES:
+            return None
+        data = path.read_bytes()
+    locations = external_files(data)
+    reserved = {out.name, _config(so, _DATA_FILE, out.name + ".data")}
+    reserved |= {name + ".new" for name in reserved}
+    base, folder = base.resolve(), out.parent.resolve()
+    copies = []
+    for location in sorted(locations):
+        held, copy = (base / location).resolve(), (folder / location).resolve()
+        if pathlib.PurePath(location).parts[:1] == () or pathlib.PurePath(location).parts[0] in reserved or \
+                base not in held.parents or folder not in copy.parents or not held.is_file():
+            return None
+        copies.append((held, copy))
+    if not copies:
+        return None
+    for held, copy in copies:
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(held, copy)
+    so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
+    return data
+
+
+def _compile_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path, base: pathlib.Path,
+                       disabled_optimizers: Sequence[str] | None) -> None:
+    global _created
+    import onnxruntime as ort
+
+    data = out.parent / _config(so, _DATA_FILE, out.name + ".data")
+    least = int(_config(so, "session.optimized_model_external_initializers_min_size_in_bytes", "1024"))
+    pending = data.with_name(data.name + ".new")
+    written = [None]  # (the external initializers' file, opened at its first tensor)
+
+    def where(name: str, value, external):
+        size = value.tensor_size_in_bytes()
+        if external is not None:  # (a weight of a file in the model's folder, unchanged: referenced there)
+            held = pathlib.Path(os.path.normpath(base / external.filepath))
+            if base in held.parents and held != data and held.is_file():
+                return ort.OrtExternalInitializerInfo(held.relative_to(base).as_posix(), external.file_offset, size)
+        if size < least or value.data_type() == "tensor(string)":
+            return None
+        if written[0] is None:
+            written[0] = open(pending, "wb")
+        stream = written[0]
+        stream.write(b"\0" * (-stream.tell() % 4096))  # (page-aligned: memory-mapped where read)
+        offset = stream.tell()
+        stream.write(value.numpy().tobytes())
+        return ort.OrtExternalInitializerInfo(data.name, offset, size)
+
+    level = so.graph_optimization_level
+    so.optimized_model_filepath = ""  # (the compiler writes the model; a session would write it too)
+    if disabled_optimizers:
+        so.add_session_config_entry("optimization.disable_specified_optimizers", ";".join(disabled_optimizers))
+    try:
+        compiler = ort.ModelCompiler(so, source if isinstance(source, bytes) else str(source),
+                                     graph_optimization_level=level, get_initializer_location_func=where)
+        compiler.compile_to_file(str(out))
+    finally:
+        if written[0] is not None:
+            written[0].close()
+    if written[0] is not None:
+        os.replace(pending, data)
+    with _lock:
+        _created += 1
+
+
+def _config(so, key: str, default: str) -> str:
+    try:
+        return so.get_session_config_entry(key)
+    except Exception:  # (not set)
+        return default
 
 
 # --------------------------------------------------------------------------------------------------
@@ -207,7 +328,7 @@ def write_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path, *,
     """
     views = _current()
     if views is None:
-        open_session(source, so, disabled_optimizers=disabled_optimizers)
+        optimize_into(source, so, out, folder=folder, disabled_optimizers=disabled_optimizers)
         if finish is not None:
             finish()
         return out
@@ -221,12 +342,14 @@ def write_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path, *,
     found = next((e for e in views.written if _same(e, key, where, size, path, stamp)), None)
     if found is not None:
         return found.model
-    session = open_session(source, so, disabled_optimizers=disabled_optimizers)
-    if views.runs and runs is not None:
+    if views.runs and runs is not None:  # (a session that may be kept to run the file)
+        session = open_session(source, so, disabled_optimizers=disabled_optimizers)
         held = sum(f.stat().st_size for f in out.parent.iterdir() if f.name.startswith(out.name) and f.is_file())
         if held <= KEEP_BYTES:
             views.keep((_stamp(pathlib.Path(runs[0])), runs[1]), session, held)
-    del session
+        del session
+    else:
+        optimize_into(source, so, out, folder=folder, disabled_optimizers=disabled_optimizers)
     if finish is not None:
         finish()
     views.written.append(_Written(key, where, size, path, stamp, out, _stamp(out)))

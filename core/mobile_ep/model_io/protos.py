@@ -10,7 +10,7 @@ import onnx
 import onnx_ir as ir
 
 __all__ = ["MAX_IR_VERSION", "DATA_TYPES", "INFERENCE_DATA_MAX_BYTES", "nbytes", "type_name", "node_label",
-           "subgraphs", "graphs", "infer_proto", "function_body_ops"]
+           "subgraphs", "graphs", "external_files", "infer_proto", "function_body_ops"]
 
 #: Highest ONNX IR version onnxruntime 1.31 accepts (recent onnx releases write 14 by default).
 MAX_IR_VERSION = 13
@@ -53,6 +53,19 @@ def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
 
 #: Initializers larger than this go to ONNX's shape inference as inputs, without their data (onnx_ir's rule).
 INFERENCE_DATA_MAX_BYTES = 1000
+
+
+def external_files(data: bytes) -> set[str]:
+    """The locations of the external data files a serialized model's tensors (initializers and attributes, in
+    every graph) read."""
+    if b"\n\x08location" not in data:  # (the key of an external data entry, as serialized: none, no parse)
+        return set()
+    found = set()
+    for graph in graphs(onnx.ModelProto.FromString(data).graph):
+        for tensor in [*graph.initializer, *(a.t for n in graph.node for a in n.attribute if a.HasField("t"))]:
+            if tensor.data_location == _T.EXTERNAL:
+                found.update(e.value for e in tensor.external_data if e.key == "location")
+    return found
 
 
 def infer_proto(proto: onnx.ModelProto, *, data_prop: bool) -> onnx.ModelProto:

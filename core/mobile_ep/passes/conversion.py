@@ -39,6 +39,7 @@ class Conversion:
     fusion: fuse_cpu.CpuFusion | None = None
     target: pathlib.Path | None = None
     work: pathlib.Path | None = None
+    by_reference: bool = False  # (the written file is a work copy: see :meth:`write`)
     loaded: tuple[PartitionPass, ir.Model] | None = None
     settled: bool = False  # (see :attr:`reusable`)
 
@@ -76,7 +77,7 @@ class Conversion:
     def write(self, target: pathlib.Path, work: pathlib.Path, *, by_reference: bool = False) -> None:
         """Write *target*, the CPU part fused where that keeps what the backend takes (work files in *work*;
         *by_reference*: see :func:`mobile_ep.passes.fuse_cpu.fuse_and_write`)."""
-        self.target, self.work = target, work
+        self.target, self.work, self.by_reference = target, work, by_reference
         self.fusion, self.loaded = fuse_cpu.fuse_and_write(self.model, self.planned, self.options, target, work,
                                                            by_reference=by_reference)
 
@@ -90,7 +91,8 @@ class Conversion:
             else:
                 assert self.target is not None and self.work is not None, "write() first"
                 self.loaded = fuse_cpu.partition_written(self.target, self.backend,
-                                                         self.work / f"{self.target.stem}.written", self.options)
+                                                         self.work / f"{self.target.stem}.written", self.options,
+                                                         beside=self.by_reference)
         return self.loaded
 
 

@@ -47,17 +47,21 @@ INSERTED_CAST_PREFIX = "InsertedPrecisionFreeCast_"
 
 def ort_optimized(path: str | os.PathLike, out_dir: str | os.PathLike, *, level: str = "basic",
                   inspected: bool = False, proto: onnx.ModelProto | None = None,
-                  backends: Sequence[Backend] = ()) -> pathlib.Path:
+                  backends: Sequence[Backend] = (), at: pathlib.Path | None = None) -> pathlib.Path:
     """The written file of :func:`ort_optimized_keeping`."""
-    return ort_optimized_keeping(path, out_dir, level=level, inspected=inspected, proto=proto, backends=backends)[0]
+    return ort_optimized_keeping(path, out_dir, level=level, inspected=inspected, proto=proto, backends=backends,
+                                 at=at)[0]
 
 
 def ort_optimized_keeping(path: str | os.PathLike, out_dir: str | os.PathLike, *, level: str = "basic",
                           inspected: bool = False, proto: onnx.ModelProto | None = None,
-                          backends: Sequence[Backend] = ()) -> tuple[pathlib.Path, function_ops.Whole]:
-    """Write ``optimized.onnx`` into *out_dir*: the model at *path* after onnxruntime's optimizations at
-    *level* (basic by default), its initializers of :data:`OPTIMIZED_EXTERNAL_MIN_BYTES` and more in
-    :data:`OPTIMIZED_DATA` beside it.
+                          backends: Sequence[Backend] = (), at: pathlib.Path | None = None
+                          ) -> tuple[pathlib.Path, function_ops.Whole]:
+    """Write ``optimized.onnx`` into *out_dir* (or the file *at*): the model at *path* after onnxruntime's
+    optimizations at *level* (basic by default), its initializers of :data:`OPTIMIZED_EXTERNAL_MIN_BYTES` and
+    more in :data:`OPTIMIZED_DATA` beside it (for *at*, its name and ``.data``).  Written beside *path*, the
+    weights of *path*'s files that onnxruntime leaves as they are are referenced, not written again
+    (:func:`mobile_ep.sessions.optimize_into`).
 
     The file is read with :func:`mobile_ep.model_io.read_proto` (external data confined to its folder)
     before onnxruntime opens it, unless *inspected* says the caller has just done so (or wrote it) or hands
@@ -71,7 +75,7 @@ def ort_optimized_keeping(path: str | os.PathLike, out_dir: str | os.PathLike, *
     if not inspected and proto is None:
         proto = model_io.read_proto(path)
     out_dir = pathlib.Path(out_dir)
-    so, out = _session_options(out_dir, level)
+    so, out = _session_options(out_dir, level, at)
     read = functools.cache(lambda: proto if proto is not None else onnx.load(str(path), load_external_data=False))
     source = str(path) if proto is None else ort_model_source(path, so, proto)
     try:
@@ -109,11 +113,12 @@ def load_optimized(path: str | os.PathLike) -> ir.Model:
     return model_io.from_proto(onnx.ModelProto.FromString(data), base_dir=path.parent, label=str(path))
 
 
-def _session_options(out_dir: pathlib.Path, level: str):
-    """Options of a session that writes the model optimized at *level* to ``optimized.onnx`` in *out_dir*."""
-    out = out_dir / "optimized.onnx"
+def _session_options(out_dir: pathlib.Path, level: str, at: pathlib.Path | None = None):
+    """Options of a session that writes the model optimized at *level* to ``optimized.onnx`` in *out_dir* (or to
+    *at*)."""
+    out = pathlib.Path(at) if at is not None else out_dir / "optimized.onnx"
     so = sessions.options(level=level, log=4, write=out, lean=True, config={  # (errors come back as exceptions)
-        "session.optimized_model_external_initializers_file_name": OPTIMIZED_DATA,
+        "session.optimized_model_external_initializers_file_name": OPTIMIZED_DATA if at is None else out.name + ".data",
         "session.optimized_model_external_initializers_min_size_in_bytes": str(OPTIMIZED_EXTERNAL_MIN_BYTES)})
     return so, out
 

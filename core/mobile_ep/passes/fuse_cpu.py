@@ -31,13 +31,15 @@ log = logging.getLogger(__name__)
 _PREFIX = "cpu_fused/"
 
 
-def partition_written(path: pathlib.Path, backend: Backend, work: pathlib.Path, strict: bool | Options
-                      ) -> tuple[PartitionPass, ir.Model]:
+def partition_written(path: pathlib.Path, backend: Backend, work: pathlib.Path, strict: bool | Options, *,
+                      beside: bool = False) -> tuple[PartitionPass, ir.Model]:
     """What *backend* takes of a written model, after the basic optimizations every ORT session applies;
     its partitions judged as *strict* (the run's :class:`Options`, or only whether a backend's failure is an
-    error) asks: the cost model, ``max_partitions``, ``min_nodes``."""
+    error) asks: the cost model, ``max_partitions``, ``min_nodes``.  *beside*: *path* is a work file, the
+    optimized model is written next to it (its weights referenced, not written again), else into *work*."""
     work.mkdir(parents=True, exist_ok=True)
-    optimized = fold_constants.ort_optimized(path, work, inspected=True, backends=[backend])  # (our own file)
+    optimized = fold_constants.ort_optimized(path, work, inspected=True, backends=[backend],  # (our own file)
+                                             at=path.with_name(f"{path.stem}.seen.onnx") if beside else None)
     # (read once per command while unchanged: an option variant's conversion may have written the same file;
     # the partition below is an analysis, the model is not changed)
     model = sessions.derived(("written", sessions.file_stamp(optimized)), [optimized],
@@ -84,7 +86,8 @@ def fuse_and_write(model: ir.Model, partition: PartitionPass, options: Options, 
                                   lambda keep=keep: fuse_cpu_nodes(unfused, keep, target, work, save=save))
         if fusion is None:
             continue
-        written, written_model = partition_written(target, backend, work / f"{target.stem}.fused{attempt}", options)
+        written, written_model = partition_written(target, backend, work / f"{target.stem}.fused{attempt}", options,
+                                                   beside=by_reference)
         assert written.proposal is not None
         now_claimed = {n.name for p in written.proposal.partitions for n in p.nodes}
         if keep <= now_claimed and len(written.proposal.partitions) <= len(partition.proposal.partitions):
@@ -207,7 +210,7 @@ def fuse_cpu_nodes(onnx_path: str | os.PathLike, keep: set[str], out_path: str |
         "session.optimized_model_external_initializers_file_name": opt_path.name + ".data",
         "session.optimized_model_external_initializers_min_size_in_bytes": "1048576"})
     try:
-        sessions.open_session(sub_path, so, disabled_optimizers=["NchwcTransformer"])
+        sessions.optimize_into(sub_path, so, opt_path, disabled_optimizers=["NchwcTransformer"])
     except Exception:
         return None
     fused = onnx.load(str(opt_path), load_external_data=False)

@@ -91,8 +91,7 @@ def view(path: str | os.PathLike, work: str | os.PathLike, options: Options | No
                 message = str(exc).replace(f"{fixed}: ", "", 1).replace(str(fixed), "the fixed model")
                 raise ModelError(f"{source}: fixing input shapes ({_asked(options)}): {message} (the model itself, "
                                  f"with only these dims fixed){const_inputs.branch_hint(result.model.graph)}") from None
-            # (the optimized model holds its own copy of the weights: the fixed model's is not kept on disk)
-            (work / "fixed.onnx.data").unlink(missing_ok=True)
+            # (the optimized model references the weights of the fixed model that onnxruntime left as they were)
             return _view(optimized, changes, whole, proto)
     else:
         changes = {}
