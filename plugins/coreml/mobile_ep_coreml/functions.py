@@ -43,7 +43,7 @@ def package_functions(payloads: Mapping[str, CompiledPartition], path: str | os.
     package at *path* + ``.mlpackage`` (which must not exist); return its path and, per function, the payload
     that runs it."""
     from .compiler import FORMAT
-    from .package import _deterministic_specs, _normalize_manifest, _quiet, read_package, write_package, zip_package
+    from .package import _quiet, make_reproducible, read_package, write_package, zip_package
 
     if not payloads:
         raise CompileError("coreml: a multifunction package needs at least one function")
@@ -90,8 +90,7 @@ def package_functions(payloads: Mapping[str, CompiledPartition], path: str | os.
             user[f"com.github.mobile-ep.{key}"] = first.get(key, "")
         user["com.github.mobile-ep.deployment_target"] = TARGET
         model_file.write_bytes(model.SerializeToString())
-        _deterministic_specs(written)
-        _normalize_manifest(written)
+        make_reproducible(written)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(written, target)
     for item in target.rglob("*"):  # (coremltools writes the model file owner-only: as save_package's files)
