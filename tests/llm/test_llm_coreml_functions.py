@@ -119,3 +119,31 @@ def test_functions_that_do_not_compute_the_graph_are_not_verified(compiled, tmp_
     assert report.package == "mixed.mlpackage" and not report.verified
     assert all(not v["verified"] and "max abs error" in v["detail"] for v in report.verification.values())
     assert "NOT verified: prefill: output" in report.text()
+
+
+def _llm(out, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mobile_ep.cli", "llm", str(decoder("llama")), "--ep", "coreml",
+                           "--context", str(CONTEXT), "--prefill", str(PREFILL), "--compile", "--no-cost-model",
+                           "--steps", "4", "-o", str(out), *args], capture_output=True, text=True)
+
+
+def test_a_split_model_gets_one_package_per_part(tmp_path):
+    pytest.importorskip("mobile_ep_coreml")
+    run = _llm(tmp_path / "o", "--max-part-mb", "0.2")
+    assert run.returncode == 0, run.stderr
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["parts"] == 2 and len(report["functions"]) == 2
+    for k, functions in enumerate(report["functions"], start=1):
+        assert functions["package"] == f"coreml/part{k}.decoder.mlpackage" and functions["verified"] is True
+        assert all(name.startswith(f"part{k}_") for name in functions["functions"])
+        assert (tmp_path / "o" / functions["package"] / WEIGHTS).is_file()
+
+
+def test_neuralnetwork_partitions_get_no_package_and_the_report_says_why(tmp_path):
+    pytest.importorskip("mobile_ep_coreml")
+    run = _llm(tmp_path / "o", "-O", "model_format=NeuralNetwork")
+    assert run.returncode == 0, run.stderr
+    [functions] = json.loads((tmp_path / "o" / "report.json").read_text())["functions"]
+    assert functions["package"] is None and "ML Program" in functions["error"]
+    assert not (tmp_path / "o" / "coreml" / "decoder.mlpackage").exists()
+    assert "no functions package" in run.stdout
