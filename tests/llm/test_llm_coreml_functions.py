@@ -13,7 +13,9 @@ import onnxruntime as ort
 import pytest
 from decoders import decoder
 
-from mobile_ep import runtime
+import mobile_ep
+from mobile_ep import hookimpl, runtime
+from mobile_ep.errors import VerificationError
 
 CONTEXT, PREFILL = 64, 16
 WEIGHTS = "Data/com.apple.CoreML/weights/weight.bin"
@@ -147,3 +149,32 @@ def test_neuralnetwork_partitions_get_no_package_and_the_report_says_why(tmp_pat
     assert functions["package"] is None and "ML Program" in functions["error"]
     assert not (tmp_path / "o" / "coreml" / "decoder.mlpackage").exists()
     assert "no functions package" in run.stdout
+
+
+def test_a_package_whose_functions_differ_fails_the_command(tmp_path):
+    """A backend handing out the package's functions under each other's names (decode's for prefill's): the
+    check runs each graph with them, they differ from the CPU EP's result, and llm fails with the report kept."""
+    pytest.importorskip("mobile_ep_coreml")
+    from mobile_ep.contract.plugins import make_plugins
+    from mobile_ep_coreml import CoreMLBackend
+
+    class Swapped(CoreMLBackend):
+        name = "coremlswapped"
+
+        def package_functions(self, payloads, path):
+            written, functions = super().package_functions(payloads, path)
+            names = list(functions)
+            return written, dict(zip(names, [functions[n] for n in reversed(names)], strict=True))
+
+    class Plugin:
+        @hookimpl
+        def mobile_ep_register_backends(self, register):
+            register(Swapped())
+
+    out = tmp_path / "o"
+    with pytest.raises(VerificationError, match="NOT verified: prefill"):
+        mobile_ep.build_llm(decoder("llama"), "coremlswapped", context=CONTEXT, prefill=PREFILL, output=out,
+                            compile=True, verify=False, cost_model=False, plugins=make_plugins(plugins=[Plugin()]))
+    [functions] = json.loads((out / "report.json").read_text())["functions"]
+    assert functions["verified"] is False and functions["package"] == "coremlswapped/decoder.mlpackage"
+    assert all(v["verified"] is False for v in functions["verification"].values())
