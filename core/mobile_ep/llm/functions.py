@@ -71,7 +71,7 @@ class FunctionsReport:
         if self.error:
             return f"no functions package: {self.error}"
         worst = max((v["max_abs_error"] for v in self.verification.values()), default=0.0)
-        return (f"{self.package}: {len(self.functions)} functions ({', '.join(self.functions)}), "
+        return (f"{self.package}: {len(self.functions)} function(s) ({', '.join(self.functions)}), "
                 f"{self.bytes / 2**20:.2f} MB against {self.separate_bytes / 2**20:.2f} MB as per-graph packages "
                 f"({self.bytes / max(self.separate_bytes, 1):.2f}x); "
                 + (f"each function emulated, verified within {worst:.2g}" if self.verified
@@ -129,7 +129,7 @@ def package_graphs(backend: Any, graphs: Mapping[str, tuple[pathlib.Path, pathli
             payloads[name] = step.payload
             origin[name] = {"graph": graph, "partition": step.node.name}
     if not payloads:
-        raise BackendError(f"{backend.name}: the graphs' compiled models hold no compiled partition to package")
+        return FunctionsReport("", origin, "", 0, 0, {}, error="the graphs' compiled models hold no partition")
     try:
         written, functions = backend.package_functions(payloads, target)
     except CompileError as exc:
