@@ -129,6 +129,8 @@ def text(result) -> str:
         lines.extend("  " + line for line in result.quantized.text().splitlines())
     for shared in result.shared:
         lines.extend("  " + line for line in shared.text().splitlines())
+    for functions in result.functions:
+        lines.append("  " + functions.text())
     if result.generations:
         worst = max((max(g.logits_error, default=0.0) for g in result.generations), default=0.0)
         equal = sum(g.tokens == g.reference for g in result.generations)

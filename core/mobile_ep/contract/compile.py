@@ -17,6 +17,11 @@ described by the :class:`CompilingBackend` protocol:
 ``runtime_adapter() -> {relative path: bytes}``
     The sources an app ships to run payloads on the device (C/C++, JNI, Swift, ...).
 
+Optionally, ``package_functions(payloads, path) -> (written path, {name: payload})`` writes several payloads as
+the functions of one artifact, the weights they share stored once (Core ML's multifunction ``.mlpackage``); each
+returned payload runs its function with ``emulate``.  ``mobile-ep llm --compile`` uses it
+(:mod:`mobile_ep.llm.functions`).
+
 Op rules that lower implement ``lower(unit, ctx, builder)`` next to their ``check`` (the
 :class:`LoweringRule` protocol) and a backend's ``compile`` calls :func:`lower_units`, which re-asserts
 support before each lowering.

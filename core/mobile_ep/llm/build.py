@@ -13,7 +13,9 @@ Writes into the output folder (atomically, as ``convert`` does: :mod:`mobile_ep.
 * with ``compile``, for a backend whose real EP is installed (``Backend.real_ep()``: qnn): ``<ep>/`` holds both
   graphs compiled into EPContext models sharing one context binary (:mod:`mobile_ep.llm.shared`), each graph also
   compiled alone and verified where the EP runs here (the HTP simulator cannot load a context holding several
-  graphs); for another compiling backend, ``<ep>/<graph>/`` holds ``convert --compile``'s files.
+  graphs); for another compiling backend, ``<ep>/<graph>/`` holds ``convert --compile``'s files, and a backend
+  that makes functions of its partitions (coreml) also writes them as one package, each shared weight once
+  (:mod:`mobile_ep.llm.functions`: ``coreml/decoder.mlpackage``).
 """
 
 from __future__ import annotations
@@ -117,6 +119,9 @@ class LlmReport:
     quantized: Any = None
     #: With ``compile`` for a backend with a real EP: one :class:`mobile_ep.llm.shared.SharedCompileReport` per part.
     shared: list = dataclasses.field(default_factory=list)
+    #: With ``compile`` for a backend making functions of its partitions: one
+    #: :class:`mobile_ep.llm.functions.FunctionsReport` per part.
+    functions: list = dataclasses.field(default_factory=list)
 
     @property
     def verified(self) -> bool:
@@ -145,6 +150,8 @@ class LlmReport:
             data["quantized"] = {**self.quantized.as_dict(), "floor_db": QUANTIZED_FLOOR_DB[self.quantized.scheme.name]}
         if self.shared:
             data["shared_context"] = [r.as_dict() for r in self.shared]
+        if self.functions:
+            data["functions"] = [r.as_dict() for r in self.functions]
         if self.app:
             data["app"] = self.app
         data["timings"] = self.timings
@@ -228,12 +235,15 @@ def build(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, co
                 seq = prefill if name == "prefill" else 1
                 reports[paths[name].stem] = GraphReport(paths[name].name, seq, context - seq, seen.nodes, k + 1,
                                                         seen.backends, seen.after_convert)
-        shared_reports = []
+        shared_reports: list = []
+        function_reports: list = []
         if compile:
             with timer("compile"):
-                shared_reports = _compile(backends[0], shipped, reports, stage, pathlib.Path(work), plugins, opts)
+                shared_reports = _compile(backends[0], shipped, reports, stage, pathlib.Path(work), plugins, opts,
+                                          function_reports)
         result = LlmReport(str(path), context, prefill, face, reports, shared, str(out_dir), max_part_mb,
-                           timings=timer.timings, quantized=quantized, shared=shared_reports)
+                           timings=timer.timings, quantized=quantized, shared=shared_reports,
+                           functions=function_reports)
         if verify:
             with timer("verify"):
                 chosen = prompts if prompts is not None else generate.default_prompts(face.vocab or 2, prefill)
@@ -246,6 +256,9 @@ def build(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, co
 
                 result.app = app.write(stage.folder, face, context, prefill)
         stage.commit(result.as_dict())
+    unverified = [f for f in result.functions if not f.error and not f.verified]
+    if unverified:
+        raise VerificationError(f"{out_dir / 'report.json'}: {unverified[0].text()}")
     if result.quantized_too_far():
         raise VerificationError(f"{out_dir / 'report.json'}: the {quantize} graphs' logits are too far from the float "
                                 f"graphs': SQNR {', '.join(result.quantized_too_far())} (at least "
@@ -260,16 +273,19 @@ def build(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, co
 
 
 def _compile(backend, shipped: list[dict[str, pathlib.Path]], reports: dict[str, GraphReport], stage,
-             work: pathlib.Path, plugins: Plugins | None, opts: Options) -> list:
+             work: pathlib.Path, plugins: Plugins | None, opts: Options, function_reports: list) -> list:
     """``--compile``: with the backend's real EP (:func:`mobile_ep.llm.shared.real_ep`), each part's graphs into
     EPContext models sharing one context in ``<ep>/`` (and each graph compiled alone by ``convert --compile`` in a
-    work folder, verified where the EP runs here); else each graph's ``convert --compile`` into ``<ep>/<graph>/``."""
+    work folder, verified where the EP runs here); else each graph's ``convert --compile`` into ``<ep>/<graph>/``,
+    and their partitions as the functions of one package per part (:mod:`mobile_ep.llm.functions`) into
+    *function_reports* when the backend makes functions of them."""
     from mobile_ep import pipeline
-    from mobile_ep.llm import shared
+    from mobile_ep.llm import functions, shared
 
     real = shared.real_ep(backend) if backend.real_ep() is not None else None
     results = []
     for k, paths in enumerate(shipped):
+        compiled_graphs = {}
         if real is not None:
             folder = stage.folder / backend.name / (f"part{k + 1}" if len(shipped) > 1 else "")
             results.append(shared.compile_shared_graphs(paths, folder, *real))
@@ -280,6 +296,12 @@ def _compile(backend, shipped: list[dict[str, pathlib.Path]], reports: dict[str,
                 **_compiled(converted, folder, None), "folder": "", "files": [],
                 "alone": "compiled alone (not shipped) to be run here: the simulator cannot load a shared context"}
             reports[paths[name].stem].compiled = compiled
+            compiled_graphs[name] = (paths[name], pathlib.Path(converted.outputs["compiled"]), converted.check.rewrites)
+        if real is None and functions.supports_functions(backend):
+            part = f"part{k + 1}" if len(shipped) > 1 else ""
+            function_reports.append(functions.package_graphs(
+                backend, compiled_graphs, stage.folder / backend.name / ".".join(filter(None, (part, "decoder"))),
+                stage.folder, prefix=f"{part}_" if part else ""))
     return results
 
 

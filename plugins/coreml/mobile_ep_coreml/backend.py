@@ -208,6 +208,15 @@ class CoreMLBackend(Backend):
 
         return emulate(payload, inputs)
 
+    def package_functions(self, payloads: Mapping[str, CompiledPartition], path: Any
+                          ) -> tuple[Any, dict[str, CompiledPartition]]:
+        """The ML Program *payloads* (by function name) as one multifunction ``.mlpackage`` at *path* +
+        ``.mlpackage``, each weight they share stored once; per function, the payload that runs it
+        (see :mod:`.functions`)."""
+        from .functions import package_functions
+
+        return package_functions(payloads, path)
+
     def runtime_adapter(self) -> dict[str, bytes]:
         """The Swift sources that run payloads on iOS / macOS next to ONNX Runtime."""
         from mobile_ep.contract.compile import package_files

@@ -165,13 +165,14 @@ def _op_types(spec: Any) -> list[str]:
 
 
 def open_payload(payload: CompiledPartition) -> Any:
-    """The payload's package, parsed and ready to run (:class:`mobile_ep_coreml.emulator.Package`)."""
+    """The payload's package, parsed and ready to run (:class:`mobile_ep_coreml.emulator.Package`); a payload
+    whose metadata has ``function`` runs that function of a multifunction package (:mod:`.functions`)."""
     if payload.format != FORMAT:
         raise CompileError(f"coreml: cannot run a {payload.format!r} payload (this backend writes {FORMAT})")
     from .emulator import Package
     from .package import read_package
 
-    return Package(read_package(payload.data))
+    return Package(read_package(payload.data), payload.metadata.get("function"))
 
 
 def emulate(payload: CompiledPartition, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -43,6 +43,7 @@ __all__ = [
     "zip_package",
     "read_package",
     "write_package",
+    "make_reproducible",
 ]
 
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
@@ -121,9 +122,15 @@ def save_package(model: Any, path: str | os.PathLike, metadata: Mapping[str, str
         user[key] = value
     with _quiet():
         model.save(str(path))
-    _deterministic_specs(path)
-    _normalize_manifest(path)
+    make_reproducible(path)
     return path
+
+
+def make_reproducible(package: pathlib.Path) -> None:
+    """Make a saved package's bytes depend on its content only: sorted protobuf maps, manifest identifiers
+    derived from the item paths."""
+    _deterministic_specs(package)
+    _normalize_manifest(package)
 
 
 def _deterministic_specs(package: pathlib.Path) -> None:

@@ -10,6 +10,11 @@ Core ML feature names (the ``com.github.mobile-ep.io`` entry of the model's meta
 the feature's array type (int64 to int32, bool to the float or int32 feature Core ML declares), checks
 shapes against the feature's fixed, ranged or enumerated shapes as Core ML does, and converts the
 outputs back to the ONNX types and shapes.
+
+A multifunction package (one ML Program holding several functions over one weight file, iOS 18 / macOS 15,
+written by :mod:`mobile_ep_coreml.functions`) runs one function at a time: ``Package(files, function=NAME)``
+(by default the model's ``defaultFunctionName``) takes that function's inputs and outputs from its
+``FunctionDescription`` and its ONNX mapping from the ``functions`` entry of the I/O metadata.
 """
 
 from __future__ import annotations
@@ -36,9 +41,10 @@ _ONNX_TYPES = {"FLOAT": np.float32, "FLOAT16": np.float16, "DOUBLE": np.float64,
 
 
 class Package:
-    """A parsed ``.mlpackage``: its Model protobuf, weights and I/O mapping, ready to run."""
+    """A parsed ``.mlpackage``: its Model protobuf, weights and I/O mapping, ready to run (*function*: the
+    function of a multifunction package to run; ``None``: its default function, or ``main``)."""
 
-    def __init__(self, files: Mapping[str, bytes]) -> None:
+    def __init__(self, files: Mapping[str, bytes], function: str | None = None) -> None:
         from mobile_ep_coreml.mil import coremltools
 
         coremltools()
@@ -57,12 +63,26 @@ class Package:
         if raw_io is None:
             raise CompileError(f"coreml: the model has no {IO_METADATA_KEY} metadata (not written by mobile-ep)")
         self.io = json.loads(raw_io)
+        self.functions = [f.name for f in description.functions]
+        if self.functions:
+            self.function = function if function is not None else description.defaultFunctionName
+            if self.function not in self.functions:
+                raise CompileError(f"coreml: the package has no function {self.function!r} (it has "
+                                   f"{', '.join(self.functions)})")
+            if self.function not in self.io.get("functions", {}):
+                raise CompileError(f"coreml: the {IO_METADATA_KEY} metadata maps no function {self.function!r}")
+            self.io = self.io["functions"][self.function]
+            description = next(f for f in description.functions if f.name == self.function)
+        elif function not in (None, "main"):
+            raise CompileError(f"coreml: the package has one function, main, not {function!r}")
+        else:
+            self.function = "main"
         self.features = {f.name: f for f in list(description.input) + list(description.output)}
         self.kind = kind
         if kind == "mlProgram":
             from .program import MILInterpreter
 
-            self.interpreter: Any = MILInterpreter(self.model, files.get(WEIGHTS_PATH))
+            self.interpreter: Any = MILInterpreter(self.model, files.get(WEIGHTS_PATH), self.function)
         elif kind == "neuralNetwork":
             from .neuralnetwork import NNInterpreter
 
@@ -154,12 +174,13 @@ def _from_feature(value: np.ndarray, spec: Mapping[str, Any]) -> np.ndarray:
     return value
 
 
-def load_package(path: str | pathlib.Path) -> Package:
-    """A package from a ``.mlpackage`` directory on disk."""
+def load_package(path: str | pathlib.Path, function: str | None = None) -> Package:
+    """A package from a ``.mlpackage`` directory on disk (*function*: as :class:`Package` takes it)."""
     root = pathlib.Path(path)
     files = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    return Package(files)
+    return Package(files, function)
 
 
-def run_package(files: Mapping[str, bytes], inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return Package(files).run(inputs)
+def run_package(files: Mapping[str, bytes], inputs: Mapping[str, np.ndarray],
+                function: str | None = None) -> dict[str, np.ndarray]:
+    return Package(files, function).run(inputs)

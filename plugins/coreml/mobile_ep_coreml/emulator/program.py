@@ -1,6 +1,6 @@
 """An interpreter of saved ML Programs: the ``mlProgram`` of ``model.mlmodel`` plus ``weights/weight.bin``.
 
-It walks the ``main`` function's block as written (its opset's specialization), resolves every argument
+It walks one function's block (``main``, or the one named in a multifunction program) as written (its opset's specialization), resolves every argument
 (a variable or an immediate value), reads ``const`` values from the protobuf or from the weight file,
 runs the op's numpy kernel (:mod:`.mil_ops`) and rounds each result to the type the program declares
 for it.  Ops without a kernel, and anything the interpreter cannot read, raise
@@ -54,16 +54,17 @@ _CONSTANT_OPS = frozenset({"const", "constexpr_affine_dequantize"})
 
 
 class MILInterpreter:
-    """Executes the ``main`` function of a saved ML Program with numpy."""
+    """Executes one function (by default ``main``) of a saved ML Program with numpy."""
 
-    def __init__(self, model: Any, weights: bytes | None) -> None:
+    def __init__(self, model: Any, weights: bytes | None, function_name: str = "main") -> None:
         program = model.mlProgram
-        if "main" not in program.functions:
-            raise CompileError("coreml emulator: the ML Program has no main function")
-        function = program.functions["main"]
+        if function_name not in program.functions:
+            raise CompileError(f"coreml emulator: the ML Program has no {function_name} function")
+        function = program.functions[function_name]
         self.opset = function.opset
         if self.opset not in function.block_specializations:
-            raise CompileError(f"coreml emulator: the main function has no block for its opset {self.opset}")
+            raise CompileError(f"coreml emulator: the {function_name} function has no block for its opset "
+                               f"{self.opset}")
         try:
             self.ios = int(self.opset.replace("CoreML", "")) + 10
         except ValueError:
