@@ -4,6 +4,7 @@ is an output), doing the KV-cache update the verification does (:mod:`mobile_ep.
 
 from __future__ import annotations
 
+import pathlib
 import re
 
 import onnx
@@ -317,3 +318,27 @@ def test_the_loops_tables_drive_a_generation_equal_to_the_verifications(split):
         filled += 1
         tokens.append(int(np.argmax(result["scores"][0, 0])))
     assert tokens == generation.tokens == generation.reference
+
+
+def test_the_docs_snippets_call_the_generated_loops(split):
+    """docs/llm.md's Kotlin snippet and Swift sentence use the generated files' own API: the Generator's
+    constructor (one session per part of each graph, in the order of PARTS), the parts' graph fields, generate."""
+    out, _ = split
+    kotlin, swift = (out / "Generate.kt").read_text(), (out / "Generate.swift").read_text()
+    docs = (pathlib.Path(__file__).parents[2] / "docs" / "llm.md").read_text()
+    snippet = re.search(r"```kotlin\n(.*?)```", docs, re.S).group(1)
+    constructor = re.search(r"class Generator\((.*?)\) \{", kotlin, re.S).group(1)
+    assert re.findall(r"val (\w+): ([\w<>]+)", constructor) == [
+        ("env", "OrtEnvironment"), ("prefillSessions", "List<OrtSession>"), ("decodeSessions", "List<OrtSession>")]
+    fields = set(re.findall(r"val (\w+): ", re.search(r"class ModelPart\((.*?)\)\n", kotlin, re.S).group(1)))
+    assert set(re.findall(r"\bit\.(\w+)", snippet)) == {"prefillGraph", "decodeGraph"} <= fields
+    assert re.search(r"Generator\(env, PARTS\.map \{[^\n]*prefillGraph[^\n]*\n\s*PARTS\.map \{[^\n]*decodeGraph", snippet)
+    assert "fun generate(prompt: LongArray, steps: Int): List<Int>" in kotlin
+    assert "generator.generate(promptIds, 32)" in snippet
+    assert "init(prefillSessions: [ORTSession], decodeSessions: [ORTSession])" in swift
+    assert "func generate(_ prompt: [Int64], steps: Int) throws -> [Int]" in swift
+    for name in ("prefillPrompt(_", "decodeToken(_", "parts.map { $0.prefillGraph }", "generate(promptIds, steps: 32)",
+                 "Generator(prefillSessions:decodeSessions:)"):
+        assert name in docs
+    assert "let prefillGraph: String" in swift and "func prefillPrompt(_ prompt:" in swift
+    assert "func decodeToken(_ token:" in swift
