@@ -150,7 +150,7 @@ def _header(loop: Loop, runtime: str) -> str:
 def _kotlin_part(part: LoopPart) -> str:
     hands_on = f'"{part.hands_on}"' if part.hands_on else "null"
     return (f'    ModelPart("{part.prefill}", "{part.decode}", {part.layers[0]} until {part.layers[1]},\n'
-            f'              arrayOf({_quoted(part.inputs)}), {hands_on}),\n')
+            f'              arrayOf({_quoted(part.inputs)}), {hands_on})')
 
 
 def kotlin(loop: Loop) -> str:
@@ -159,8 +159,9 @@ def kotlin(loop: Loop) -> str:
     feed = {face.input_ids: ("ids(padded)", "ids(longArrayOf(token.toLong()))"),
             face.attention_mask: ("ids(mask)", "ids(mask)"),
             face.position_ids: ("ids(LongArray(PREFILL) { it.toLong() })", "ids(longArrayOf(filled.toLong()))")}
-    prefill_feed = "".join(f'            "{n}" to {feed[n][0]},\n' for n in loop.fed)
-    decode_feed = "".join(f'            "{n}" to {feed[n][1]},\n' for n in loop.fed)
+    prefill_feed = ",\n".join(f'            "{n}" to {feed[n][0]}' for n in loop.fed)
+    decode_feed = ",\n".join(f'            "{n}" to {feed[n][1]}' for n in loop.fed)
+    table = ",\n".join(_kotlin_part(p) for p in loop.parts)
     return f'''{_header(loop, "onnxruntime-android")}
 // The KV cache has CONTEXT - 1 slots per layer; slot i holds token i's key and value, the mask says which are
 // filled.  Create the sessions with the QNN EP (or NNAPI) as the app's other sessions.
@@ -186,7 +187,8 @@ class ModelPart(val prefillGraph: String, val decodeGraph: String, val layers: I
                 val handsOn: String?)
 
 val PARTS = arrayOf(
-{"".join(_kotlin_part(p) for p in loop.parts)})
+{table}
+)
 
 /** [prefillSessions] and [decodeSessions]: one session per part, in the order of PARTS (its prefillGraph and
  *  decodeGraph). */
@@ -258,7 +260,8 @@ class Generator(private val env: OrtEnvironment, private val prefillSessions: Li
         val mask = LongArray(CONTEXT).also {{ it.fill(1, CONTEXT - PREFILL, CONTEXT - PREFILL + prompt.size) }}
         val past = FloatArray(KV_HEADS * (CONTEXT - PREFILL) * HEAD_DIM)  // (zeros, masked out)
         val feed = mapOf(
-{prefill_feed}        )
+{prefill_feed}
+        )
         chain(prefillSessions, feed, {{ cache(past, CONTEXT - PREFILL) to cache(past, CONTEXT - PREFILL) }}) {{ result, i ->
             // the prompt's keys and values (the present's first prompt.size slots) into slots 0 until prompt.size
             store(floats(result.get(PRESENT_KEYS[i]).get()), PREFILL, keys[i], prompt.size, 0)
@@ -275,7 +278,8 @@ class Generator(private val env: OrtEnvironment, private val prefillSessions: Li
         check(filled < CONTEXT - 1) {{ "the context of $CONTEXT tokens is full" }}
         val mask = LongArray(CONTEXT).also {{ it.fill(1, 0, filled); it[CONTEXT - 1] = 1 }}
         val feed = mapOf(
-{decode_feed}        )
+{decode_feed}
+        )
         chain(decodeSessions, feed, {{ cache(keys[it], CONTEXT - 1) to cache(values[it], CONTEXT - 1) }}) {{ result, i ->
             // the new token's key and value (the present's one slot) into slot `filled`
             store(floats(result.get(PRESENT_KEYS[i]).get()), 1, keys[i], 1, filled)
