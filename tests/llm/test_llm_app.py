@@ -342,3 +342,28 @@ def test_the_docs_snippets_call_the_generated_loops(split):
         assert name in docs
     assert "let prefillGraph: String" in swift and "func prefillPrompt(_ prompt:" in swift
     assert "func decodeToken(_ token:" in swift
+
+
+def test_graphs_that_do_not_chain_are_refused_not_written(split, tmp_path):
+    """The loops are written only from graphs that chain: a part whose decode graph hands on another hidden state
+    than its prefill graph is refused in one line naming the file."""
+    import shutil
+
+    from mobile_ep.errors import ModelError
+    from mobile_ep.llm import app
+
+    out, report = split
+    for name in ("part1.prefill.onnx", "part1.decode.onnx", "part2.prefill.onnx", "part2.decode.onnx"):
+        shutil.copy(out / name, tmp_path / name)
+    model = onnx.load(tmp_path / "part1.decode.onnx", load_external_data=False)
+    for node in model.graph.node:
+        node.output[:] = ["hidden_states.x" if n == "hidden_states.1" else n for n in node.output]
+    next(o for o in model.graph.output if o.name == "hidden_states.1").name = "hidden_states.x"
+    onnx.save(model, tmp_path / "part1.decode.onnx")
+    written = [{g: tmp_path / f"part{k}.{g}.onnx" for g in ("prefill", "decode")} for k in (1, 2)]
+    with pytest.raises(ModelError, match=r"part1\.decode\.onnx.*prefill graph"):
+        app.write(tmp_path, report.interface, written, CONTEXT, PREFILL)
+    assert not (tmp_path / "Generate.kt").exists()
+    app.write(tmp_path, report.interface, [{g: out / f"part{k}.{g}.onnx" for g in ("prefill", "decode")}
+                                           for k in (1, 2)], CONTEXT, PREFILL)
+    assert (tmp_path / "Generate.kt").read_text() == (out / "Generate.kt").read_text()
