@@ -123,9 +123,10 @@ def read(face: Interface, written: Sequence[Mapping[str, pathlib.Path]], context
     for k, part in enumerate(parts):
         before = parts[k - 1] if k else None
         starts = face.input_ids if before is None else before.hands_on
-        if part.inputs[0] != starts or part.layers[0] != (before.layers[1] if before else 0):
-            raise ModelError(f"{written[k]['prefill']}: part {k + 1} does not start where part {k} ends "
-                             f"({starts}, layer {before.layers[1] if before else 0})")
+        layer = before.layers[1] if before else 0
+        if part.inputs[0] != starts or part.layers[0] != layer:
+            raise ModelError(f"{written[k]['prefill']}: part {k + 1} does not take {starts!r} and the cache from layer "
+                             f"{layer} on (it takes {part.inputs[0]!r} and layers {part.layers[0]}..{part.layers[1] - 1})")
     if parts[-1].hands_on is not None or parts[-1].layers[1] != face.layers or len(geometry) != 1:
         raise ModelError(f"{written[-1]['prefill']}: the last part does not end at the logits after layer "
                          f"{face.layers - 1}, or the parts' caches differ in shape")
