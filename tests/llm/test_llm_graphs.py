@@ -228,7 +228,9 @@ def test_split_under_a_weight_budget(tmp_path):
         for part in (1, 2):
             assert report["graphs"][f"part{part}.{graph}"]["backends"]["qnn"]["partitions"] >= 1
     assert report["verification"]["equal"] is True
-    assert "app" not in report  # (the generated loops run one session per graph)
+    # the app's loops run the parts in order (tests/llm/test_llm_app.py checks them against the graphs)
+    assert report["app"] == {"kotlin": "Generate.kt", "swift": "Generate.swift"}
+    assert all(f'"part{k}.{graph}.onnx"' in (out / "Generate.kt").read_text() for k in (1, 2) for graph in ("prefill", "decode"))
 
 
 def test_a_budget_below_one_layer_is_refused(tmp_path):

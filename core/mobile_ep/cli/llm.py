@@ -66,7 +66,8 @@ def llm(ctx: click.Context, model: pathlib.Path, ep: str | None, context: int, p
       Generate.swift  and for onnxruntime-objc, in the graphs' own input and output names
       report.json     partitions of each graph per backend, weights, verification
     Weights over --max-part-mb split the model into parts of whole layers: partN.prefill.onnx,
-    partN.decode.onnx, partN.weights.data, the hidden states passed from part to part.
+    partN.decode.onnx, partN.weights.data, the hidden states passed from part to part (the loops
+    run the parts in order).
     The mask (context long) says which cache slots hold tokens; the presents hold the new tokens'
     keys and values only, which the app writes into its cache (the loops show how).
     Shapes are fixed, so onnxruntime folds the shape and mask-index arithmetic; each graph is then checked

@@ -250,11 +250,10 @@ def build(model: str | os.PathLike, ep: str | Sequence[str] | None = None, *, co
                 result.steps = steps
                 result.generations = generate.verify(face, context, prefill, path, [p["prefill"] for p in written],
                                                      [p["decode"] for p in written], chosen, steps)
-        if len(written) == 1:  # (the loops run one session per graph)
-            with timer("app"):
-                from mobile_ep.llm import app
+        with timer("app"):  # (a split model's loops run its parts in order)
+            from mobile_ep.llm import app
 
-                result.app = app.write(stage.folder, face, context, prefill)
+            result.app = app.write(stage.folder, face, written, context, prefill)
         stage.commit(result.as_dict())
     unverified = [f for f in result.functions if not f.error and not f.verified]
     if unverified:
