@@ -9,7 +9,8 @@ the basic level every session applies before an execution provider is asked), a 
 asked again for the same file unchanged, or for a file of the same bytes in the same folder (two backends'
 after-convert models that came out the same), or for the same serialized model, the owner gives back what it
 made -- the file written then, which nobody changes (a step that changes a view writes another file).  Outside
-a command nothing is kept.
+a command nothing is kept.  A view of a model whose weights are in files beside it is written by onnxruntime's
+model compiler, which leaves each weight it did not change in its file (:func:`optimize_into`).
 
 A command that runs the models it looks at (``convert`` verifying: ``command(runs=True)``) also keeps the
 session that wrote a view of a file at a level, and runs that file at that level with it (:func:`runnable`):

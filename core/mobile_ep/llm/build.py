@@ -295,7 +295,9 @@ def _compile(backend, shipped: list[dict[str, pathlib.Path]], reports: dict[str,
                 **_compiled(converted, folder, None), "folder": "", "files": [],
                 "alone": "compiled alone (not shipped) to be run here: the simulator cannot load a shared context"}
             reports[paths[name].stem].compiled = compiled
-            compiled_graphs[name] = (paths[name], pathlib.Path(converted.outputs["compiled"]), converted.check.rewrites)
+            if real is None and "compiled" in converted.outputs:
+                compiled_graphs[name] = (paths[name], pathlib.Path(converted.outputs["compiled"]),
+                                         converted.check.rewrites)
         if real is None and functions.supports_functions(backend):
             part = f"part{k + 1}" if len(shipped) > 1 else ""
             function_reports.append(functions.package_graphs(
