@@ -82,6 +82,7 @@ def _same_as_a_session(view: pathlib.Path, reference: pathlib.Path) -> None:
 
 def test_a_view_beside_the_model_references_the_weights_onnxruntime_left_and_writes_those_it_changed(tmp_path):
     path = _external(_folding_model(), tmp_path / "model")
+    (tmp_path / "work").mkdir()
     view = fold_constants.ort_optimized(path, tmp_path / "work", at=path.with_name("model.seen.onnx"))
     _same_as_a_session(view, _session_view(path, tmp_path / "reference"))
 
@@ -101,11 +102,22 @@ def test_a_view_beside_the_model_references_the_weights_onnxruntime_left_and_wri
     np.testing.assert_allclose(_run(view, feeds)[0], _run(path, feeds)[0], rtol=1e-5, atol=1e-5)
 
 
+def _function_op_model() -> onnx.ModelProto:
+    """A MatMul of an external weight, then Swish, an ONNX function (opset 24) the CPU EP has no kernel for: a
+    session inlines it, and so must the view."""
+    weight = numpy_helper.from_array(np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="matmul"),
+             helper.make_node("Swish", ["h"], ["y"], name="swish", alpha=1.0)]
+    return make_model(nodes, [tensor("x", [1, 64])], [tensor("y", [1, 64])], [weight], opset=24)
+
+
 @pytest.mark.parametrize("build", [modern_models.bert, modern_models.vit, modern_models.swin, modern_models.lstm_speech,
-                                   modern_models.squeezenet, modern_models.dbnet_head, modern_models.svtr_rec],
-                         ids=lambda build: build.__name__)
+                                   modern_models.squeezenet, modern_models.dbnet_head, modern_models.svtr_rec,
+                                   _function_op_model],
+                         ids=lambda build: build.__name__.strip("_"))
 def test_an_architectures_view_from_its_external_data_is_the_one_a_session_writes(tmp_path, build):
     path = _external(build(), tmp_path / "model")
+    (tmp_path / "work").mkdir()
     view = fold_constants.ort_optimized(path, tmp_path / "work")  # (the weights copied into the work folder)
     _same_as_a_session(view, _session_view(path, tmp_path / "reference"))
     assert sorted(p.name for p in path.parent.iterdir()) == ["model.onnx", "weights.bin"]

@@ -119,18 +119,21 @@ def optimize_into(source: str | os.PathLike | bytes, so, out: pathlib.Path, *, f
     *folder*) optimized as *so* asks (its level, its ``optimized_model_filepath`` *out* and the external
     initializers' file and size of its config); returns *out*.
 
-    When the source's folder is *out*'s, this is onnxruntime's model compiler (``onnxruntime.ModelCompiler``),
-    which writes the same model as a session does, but is asked where each initializer goes: one onnxruntime
-    read from a file in *out*'s folder, unchanged, stays there (referenced, not written again), one it made
-    goes to the external initializers' file (or inline, when small).  A session reads and writes every weight;
-    the compiler does neither, which for a model of gigabytes is most of the time.  Elsewhere a session writes
-    the model (an ``EXTERNAL`` reference may not leave the model's folder: each weight is copied beside it).
+    For a model whose weights are in external data files, this is onnxruntime's model compiler
+    (``onnxruntime.ModelCompiler``), which writes the same model as a session does, but is asked where each
+    initializer goes: one onnxruntime read from a file in *out*'s folder, unchanged, stays there (referenced, not
+    written again), one it made goes to the external initializers' file (or inline, when small).  A session reads
+    and writes every weight; the compiler does neither, which for a model of gigabytes is most of the time.  An
+    ``EXTERNAL`` reference may not leave the model's folder: the model's files are first copied into *out*'s
+    (:func:`_compilable`).  A model of inline weights, or one whose view the compiler may write otherwise than a
+    session (function ops, float16 values: :func:`mobile_ep.model_io.protos.external_files`), is written by a
+    session.
     """
     out = pathlib.Path(out)
     base = pathlib.Path(folder if isinstance(source, bytes) else pathlib.Path(source).parent)
-    if base.resolve() != out.parent.resolve() and (moved := _copied_beside(source, base, out, so)) is not None:
-        source, base = moved, out.parent
-    if base.resolve() == out.parent.resolve():
+    compiled = _compilable(source, base, out, so)
+    if compiled is not None:
+        source, base = compiled
         try:
             _compile_optimized(source, so, out, base.resolve(), disabled_optimizers)
             return out
@@ -141,16 +144,18 @@ def optimize_into(source: str | os.PathLike | bytes, so, out: pathlib.Path, *, f
     return out
 
 
-#: A model file at most this large is looked into for external data (:func:`_copied_beside`); a larger one holds
+#: A model file at most this large is looked into for external data (:func:`_compilable`); a larger one holds
 #: its weights, and a session writes its view.
 _GRAPH_BYTES = 64 << 20
 
 
-def _copied_beside(source: str | os.PathLike | bytes, base: pathlib.Path, out: pathlib.Path, so) -> bytes | None:
-    """For a model (a file, or its bytes with its external data in *base*) whose weights are in external data
-    files: those files copied into *out*'s folder (the system's file copy: no weight passes through Python) and
-    the model's bytes, *so* told that its external data is there; None for a model of inline weights, or one
-    whose files' names are those of *out* and its data."""
+def _compilable(source: str | os.PathLike | bytes, base: pathlib.Path, out: pathlib.Path, so
+                ) -> tuple[str | os.PathLike | bytes, pathlib.Path] | None:
+    """What onnxruntime's model compiler writes *out* from, and the folder of its external data, for a model (a
+    file, or its bytes with its external data in *base*) whose weights are in external data files and whose view
+    the compiler writes as a session does (:func:`mobile_ep.model_io.protos.external_files`); ``None`` for
+    another (a session writes it).  Files of a folder other than *out*'s are copied into it (the system's file
+    copy: no weight passes through Python) and the model is given as bytes, *so* told where its data is."""
     import shutil
 
     from mobile_ep.model_io.protos import external_files
@@ -163,9 +168,13 @@ def _copied_beside(source: str | os.PathLike | bytes, base: pathlib.Path, out: p
             return None
         data = path.read_bytes()
     locations = external_files(data)
+    if not locations:
+        return None
+    base, folder = base.resolve(), out.parent.resolve()
+    if base == folder:
+        return source, base
     reserved = {out.name, _config(so, _DATA_FILE, out.name + ".data")}
     reserved |= {name + ".new" for name in reserved}
-    base, folder = base.resolve(), out.parent.resolve()
     copies = []
     for location in sorted(locations):
         held, copy = (base / location).resolve(), (folder / location).resolve()
@@ -173,13 +182,11 @@ def _copied_beside(source: str | os.PathLike | bytes, base: pathlib.Path, out: p
                 base not in held.parents or folder not in copy.parents or not held.is_file():
             return None
         copies.append((held, copy))
-    if not copies:
-        return None
     for held, copy in copies:
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(held, copy)
     so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
-    return data
+    return data, folder
 
 
 def _compile_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path, base: pathlib.Path,

@@ -55,17 +55,43 @@ def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
 INFERENCE_DATA_MAX_BYTES = 1000
 
 
-def external_files(data: bytes) -> set[str]:
+def external_files(data: bytes) -> set[str] | None:
     """The locations of the external data files a serialized model's tensors (initializers and attributes, in
-    every graph) read."""
+    every graph) read, when onnxruntime's model compiler writes the model a session writes of it; ``None`` when
+    it may not: a node whose op is an ONNX function (a session inlines those no EP takes, the compiler may not)
+    or a float16 or bfloat16 value (a session wraps the CPU kernels without one in Casts after partitioning)."""
     if b"\n\x08location" not in data:  # (the key of an external data entry, as serialized: none, no parse)
         return set()
+    proto = onnx.ModelProto.FromString(data)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    half = {_T.FLOAT16, _T.BFLOAT16}
     found = set()
-    for graph in graphs(onnx.ModelProto.FromString(data).graph):
+    for graph in graphs(proto.graph):
+        for value in [*graph.input, *graph.output, *graph.value_info]:
+            if value.type.tensor_type.elem_type in half:
+                return None
+        for node in graph.node:
+            if node.domain in ("", "ai.onnx") and (_is_function(node.op_type, opset) or any(
+                    (a.name == "to" and a.i in half) or (a.HasField("t") and a.t.data_type in half)
+                    for a in node.attribute)):
+                return None
         for tensor in [*graph.initializer, *(a.t for n in graph.node for a in n.attribute if a.HasField("t"))]:
+            if tensor.data_type in half:
+                return None
             if tensor.data_location == _T.EXTERNAL:
                 found.update(e.value for e in tensor.external_data if e.key == "location")
     return found
+
+
+@functools.cache
+def _is_function(op: str, opset: int | None) -> bool:
+    if opset is None:
+        return False
+    try:
+        schema = onnx.defs.get_schema(op, opset, "")
+    except onnx.defs.SchemaError:
+        return False
+    return schema.has_function or schema.has_context_dependent_function
 
 
 def infer_proto(proto: onnx.ModelProto, *, data_prop: bool) -> onnx.ModelProto:
