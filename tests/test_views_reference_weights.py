@@ -33,8 +33,8 @@ def _external(model: onnx.ModelProto, folder: pathlib.Path, name: str = "model.o
 
 
 def _folding_model() -> onnx.ModelProto:
-    """A Conv whose bias takes the next Add (onnxruntime computes a new bias), a MatMul
-    whose weight is a Transpose of an initializer (folded into a new one) and one whose weight stays."""
+    """A Conv whose bias takes the next Add (onnxruntime computes a new bias), a MatMul whose weight is a Transpose
+    of an initializer (folded into a new one), one whose weight stays, and a Range."""
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name) for name, shape in
              (("conv_w", (512, 8, 3, 3)), ("conv_b", (512,)), ("add_b", (512, 1, 1)), ("w_t", (32, 512)),
@@ -44,8 +44,12 @@ def _folding_model() -> onnx.ModelProto:
              helper.make_node("ReduceMean", ["a"], ["m"], name="mean", axes=[2, 3], keepdims=0),
              helper.make_node("Transpose", ["w_t"], ["w"], name="transpose"),
              helper.make_node("MatMul", ["m", "w"], ["h"], name="matmul"),
-             helper.make_node("MatMul", ["h", "w_kept"], ["y"], name="matmul_kept")]
-    return make_model(nodes, [tensor("x", [1, 8, 16, 16])], [tensor("y", [1, 48])], inits)
+             helper.make_node("MatMul", ["h", "w_kept"], ["y"], name="matmul_kept"),
+             # (an ONNX function the CPU EP has a kernel for, as decoders' exports hold: not inlined by a session)
+             helper.make_node("Range", ["start", "limit", "delta"], ["positions"], name="range")]
+    inits += [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("start", 0), ("limit", 8), ("delta", 1))]
+    return make_model(nodes, [tensor("x", [1, 8, 16, 16])], [tensor("y", [1, 48]), tensor("positions", [8],
+                                                                                            TensorProto.INT64)], inits)
 
 
 def _session_view(path: pathlib.Path, folder: pathlib.Path) -> pathlib.Path:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import filecmp
+import functools
 import hashlib
 import os
 import pathlib
@@ -167,7 +168,7 @@ def _compilable(source: str | os.PathLike | bytes, base: pathlib.Path, out: path
         if path.stat().st_size > _GRAPH_BYTES:
             return None
         data = path.read_bytes()
-    locations = external_files(data)
+    locations = external_files(data, _cpu_kernel)
     if not locations:
         return None
     base, folder = base.resolve(), out.parent.resolve()
@@ -187,6 +188,22 @@ def _compilable(source: str | os.PathLike | bytes, base: pathlib.Path, out: path
         shutil.copyfile(held, copy)
     so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(folder))
     return data, folder
+
+
+def _cpu_kernel(op: str, opset: int) -> bool:
+    """Whether onnxruntime's CPU EP has a kernel for the ONNX op *op* at *opset* (of some types)."""
+    return any(start <= opset <= end for start, end in _cpu_kernels().get(op, ()))
+
+
+@functools.cache
+def _cpu_kernels() -> dict[str, list[tuple[int, int]]]:
+    from onnxruntime.capi import onnxruntime_pybind11_state as capi
+
+    found: dict[str, list[tuple[int, int]]] = {}
+    for kernel in capi.get_all_opkernel_def():
+        if kernel.provider == "CPUExecutionProvider" and kernel.domain in ("", "ai.onnx"):
+            found.setdefault(kernel.op_name, []).append(tuple(kernel.version_range))
+    return found
 
 
 def _compile_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path, base: pathlib.Path,

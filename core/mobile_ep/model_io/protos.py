@@ -4,7 +4,7 @@ the graphs of a ``ModelProto``, and ONNX shape inference of a model without its 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import onnx
 import onnx_ir as ir
@@ -55,11 +55,12 @@ def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
 INFERENCE_DATA_MAX_BYTES = 1000
 
 
-def external_files(data: bytes) -> set[str] | None:
+def external_files(data: bytes, cpu_kernel: Callable[[str, int], bool]) -> set[str] | None:
     """The locations of the external data files a serialized model's tensors (initializers and attributes, in
     every graph) read, when onnxruntime's model compiler writes the model a session writes of it; ``None`` when
-    it may not: a node whose op is an ONNX function (a session inlines those no EP takes, the compiler may not)
-    or a float16 or bfloat16 value (a session wraps the CPU kernels without one in Casts after partitioning)."""
+    it may not: a node whose op is an ONNX function the CPU EP has no kernel for (*cpu_kernel*: whether it has one
+    for an op at an opset; a session inlines such a node, the compiler does not) or a float16 or bfloat16 value
+    (a session wraps the CPU kernels without one in Casts after partitioning)."""
     if b"\n\x08location" not in data:  # (the key of an external data entry, as serialized: none, no parse)
         return set()
     proto = onnx.ModelProto.FromString(data)
@@ -71,7 +72,8 @@ def external_files(data: bytes) -> set[str] | None:
             if value.type.tensor_type.elem_type in half:
                 return None
         for node in graph.node:
-            if node.domain in ("", "ai.onnx") and (_is_function(node.op_type, opset) or any(
+            if node.domain in ("", "ai.onnx") and ((_is_function(node.op_type, opset)
+                                                    and not cpu_kernel(node.op_type, opset)) or any(
                     (a.name == "to" and a.i in half) or (a.HasField("t") and a.t.data_type in half)
                     for a in node.attribute)):
                 return None
