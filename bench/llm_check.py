@@ -26,17 +26,7 @@ import tempfile
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "tests" / "llm_scale"))
 
-from harness import (  # noqa: E402
-    alternate,
-    code,
-    fmt_s,
-    header,
-    machine,
-    median,
-    mobile_ep_command,
-    reproduce,
-    write_result,
-)
+import harness  # noqa: E402
 
 _SESSION = ("import sys, onnxruntime as ort; so = ort.SessionOptions(); "
             "so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC; "
@@ -58,7 +48,7 @@ def export(folder: pathlib.Path) -> pathlib.Path:
 
 
 def measure(model: pathlib.Path, repeats: int, decode_shapes: bool = True) -> dict[str, list[float]]:
-    ours = mobile_ep_command()
+    ours = harness.mobile_ep_command()
     commands = {
         "onnxruntime session (basic)": [sys.executable, "-c", _SESSION, str(model)],
         "onnxruntime floor (basic, writes the optimized model)": [sys.executable,
@@ -68,20 +58,21 @@ def measure(model: pathlib.Path, repeats: int, decode_shapes: bool = True) -> di
     }
     if decode_shapes:
         commands["mobile-ep check --ep qnn (decode shapes)"] = [*ours, "check", str(model), "--ep", "qnn", *DECODE_DIMS]
-    return alternate(commands, repeats)
+    return harness.alternate(commands, repeats)
 
 
 def report(times: dict[str, list[float]], model: str, argv) -> str:
-    session = median(times["onnxruntime session (basic)"])
-    lines = header("check of a 0.5B-parameter decoder against onnxruntime's session", machine(),
-                   reproduce("llm_check.py", argv), code())
+    session = harness.median(times["onnxruntime session (basic)"])
+    lines = harness.header("check of a 0.5B-parameter decoder against onnxruntime's session", harness.machine(),
+                           harness.reproduce("llm_check.py", argv), harness.code())
     lines += [f"Model: {model} (the Qwen2.5-0.5B shape, TorchScript export, 2.4 GB of external weights). Each "
               "command in a fresh process, alternating; medians.", "",
               "| command | median | runs | / onnxruntime session |", "|---|---|---|---|"]
     for name, values in times.items():
-        lines.append(f"| {name} | {fmt_s(median(values))} | {', '.join(fmt_s(v) for v in values)} | "
-                     f"{median(values) / session:.2f}x |")
-    check = median(times["mobile-ep check --ep qnn"]) / session
+        runs = ", ".join(harness.fmt_s(v) for v in values)
+        lines.append(f"| {name} | {harness.fmt_s(harness.median(values))} | {runs} | "
+                     f"{harness.median(values) / session:.2f}x |")
+    check = harness.median(times["mobile-ep check --ep qnn"]) / session
     lines += ["", f"Goal (check at most 2x the session): {check:.2f}x, {'met' if check <= 2 else 'not met'}.", ""]
     return "\n".join(lines)
 
@@ -99,7 +90,7 @@ def main(argv=None) -> None:
         times = measure(model, args.repeats, args.decode_shapes)
         text = report(times, "an export given with --model" if args.model else "exported by the script", argv)
     print(text)
-    print(f"written: {write_result(args.out, text)}")
+    print(f"written: {harness.write_result(args.out, text)}")
 
 
 if __name__ == "__main__":
