@@ -38,13 +38,14 @@ def _folding_model() -> onnx.ModelProto:
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name) for name, shape in
              (("conv_w", (512, 8, 3, 3)), ("conv_b", (512,)), ("add_b", (512, 1, 1)), ("w_t", (32, 512)),
-              ("w_kept", (32, 48)))]
+              ("w_kept", (32, 48)), ("b_kept", (48,)))]
     nodes = [helper.make_node("Conv", ["x", "conv_w", "conv_b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
              helper.make_node("Add", ["c", "add_b"], ["a"], name="add"),
              helper.make_node("ReduceMean", ["a"], ["m"], name="mean", axes=[2, 3], keepdims=0),
              helper.make_node("Transpose", ["w_t"], ["w"], name="transpose"),
              helper.make_node("MatMul", ["m", "w"], ["h"], name="matmul"),
-             helper.make_node("MatMul", ["h", "w_kept"], ["y"], name="matmul_kept"),
+             helper.make_node("MatMul", ["h", "w_kept"], ["hk"], name="matmul_kept"),
+             helper.make_node("Add", ["hk", "b_kept"], ["y"], name="bias_kept"),  # (a weight under 1 KB)
              # (an ONNX function the CPU EP has a kernel for, as decoders' exports hold: not inlined by a session)
              helper.make_node("Range", ["start", "limit", "delta"], ["positions"], name="range")]
     inits += [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("start", 0), ("limit", 8), ("delta", 1))]
@@ -145,3 +146,18 @@ def test_check_of_a_model_of_external_data_leaves_its_folder_as_it_was_and_answe
                         for name, b in report["backends"].items()])
     assert answers[0] == answers[1]
     assert sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in path.parent.iterdir()) == before
+
+
+def test_a_views_small_initializers_are_inline_as_in_a_sessions_file(tmp_path):
+    # (an exporter may write every weight to a file, a bias of 48 floats too; the view, as a session's file, holds
+    # those under 1 KB inline, where the steps that read them look)
+    path = tmp_path / "model" / "model.onnx"
+    path.parent.mkdir()
+    onnx.save(_folding_model(), path, save_as_external_data=True, location="weights.bin", size_threshold=100)
+    (tmp_path / "work").mkdir()
+    view = fold_constants.ort_optimized(path, tmp_path / "work", at=path.with_name("model.seen.onnx"))
+    _same_as_a_session(view, _session_view(path, tmp_path / "reference"))
+    external = {t.name: int(np.prod(t.dims)) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+                for t in onnx.load(str(view), load_external_data=False).graph.initializer
+                if t.data_location == TensorProto.EXTERNAL}
+    assert external and min(external.values()) >= 1024, external

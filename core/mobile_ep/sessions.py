@@ -218,12 +218,12 @@ def _compile_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path,
 
     def where(name: str, value, external):
         size = value.tensor_size_in_bytes()
+        if size < least or value.data_type() == "tensor(string)":  # (inline, as a session writes it)
+            return None
         if external is not None:  # (a weight of a file in the model's folder, unchanged: referenced there)
             held = pathlib.Path(os.path.normpath(base / external.filepath))
             if base in held.parents and held != data and held.is_file():
                 return ort.OrtExternalInitializerInfo(held.relative_to(base).as_posix(), external.file_offset, size)
-        if size < least or value.data_type() == "tensor(string)":
-            return None
         if written[0] is None:
             written[0] = open(pending, "wb")
         stream = written[0]
