@@ -10,7 +10,7 @@ import onnx
 import onnx_ir as ir
 
 __all__ = ["MAX_IR_VERSION", "DATA_TYPES", "INFERENCE_DATA_MAX_BYTES", "nbytes", "type_name", "node_label",
-           "subgraphs", "graphs", "external_files", "infer_proto", "function_body_ops"]
+           "subgraphs", "graphs", "external_files", "is_function_op", "infer_proto", "function_body_ops"]
 
 #: Highest ONNX IR version onnxruntime 1.31 accepts (recent onnx releases write 14 by default).
 MAX_IR_VERSION = 13
@@ -72,7 +72,7 @@ def external_files(data: bytes, cpu_kernel: Callable[[str, int], bool]) -> set[s
             if value.type.tensor_type.elem_type in half:
                 return None
         for node in graph.node:
-            if node.domain in ("", "ai.onnx") and ((_is_function(node.op_type, opset)
+            if node.domain in ("", "ai.onnx") and ((is_function_op(node.op_type, opset)
                                                     and not cpu_kernel(node.op_type, opset)) or any(
                     (a.name == "to" and a.i in half) or (a.HasField("t") and a.t.data_type in half)
                     for a in node.attribute)):
@@ -86,7 +86,8 @@ def external_files(data: bytes, cpu_kernel: Callable[[str, int], bool]) -> set[s
 
 
 @functools.cache
-def _is_function(op: str, opset: int | None) -> bool:
+def is_function_op(op: str, opset: int | None) -> bool:
+    """Whether the ONNX op *op* is a function (its body given by ONNX, maybe depending on the node) at *opset*."""
     if opset is None:
         return False
     try:

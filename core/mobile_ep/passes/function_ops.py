@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import onnx
 
 from mobile_ep import model_io
+from mobile_ep.model_io.protos import is_function_op
 
 if TYPE_CHECKING:
     from mobile_ep.contract import Backend
@@ -43,13 +44,8 @@ def function_nodes(proto: onnx.ModelProto) -> list[int]:
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     found = []
     for i, node in enumerate(proto.graph.node):
-        if opset is None or node.domain not in ("", "ai.onnx") or any(model_io.subgraphs(node)):
-            continue
-        try:
-            schema = onnx.defs.get_schema(node.op_type, opset, "")
-        except onnx.defs.SchemaError:
-            continue
-        if schema.has_function or schema.has_context_dependent_function:
+        if node.domain in ("", "ai.onnx") and not any(model_io.subgraphs(node)) and \
+                is_function_op(node.op_type, opset):
             found.append(i)
     return found
 
