@@ -471,7 +471,7 @@ def _serve(request: dict) -> dict:
     if request["do"] == "compile":
         target = pathlib.Path(request["target"])
         so.add_session_config_entry("ep.context_embed_mode", "0")
-        compiler = ort.ModelCompiler(so, request["model"], embed_compiled_data_into_model=False)
+        compiler = sessions.model_compiler(so, request["model"], embed_compiled_data_into_model=False)
         try:
             compiler.compile_to_file(str(target))
         except Exception as exc:
@@ -525,7 +525,7 @@ def compile_shared(models: Iterable[tuple[str | os.PathLike, str | os.PathLike]]
 
 
 def _compile_shared(request: dict) -> dict:  # pragma: no cover - runs in the child
-    import onnxruntime as ort
+    from mobile_ep import sessions
 
     written = []
     pairs = request["models"]
@@ -536,7 +536,7 @@ def _compile_shared(request: dict) -> dict:  # pragma: no cover - runs in the ch
         if index == len(pairs) - 1:
             so.add_session_config_entry("ep.stop_share_ep_contexts", "1")
         pathlib.Path(target).unlink(missing_ok=True)
-        compiler = ort.ModelCompiler(so, model, embed_compiled_data_into_model=False)
+        compiler = sessions.model_compiler(so, model, embed_compiled_data_into_model=False)
         try:
             compiler.compile_to_file(target)
         except Exception as exc:

@@ -36,7 +36,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["created", "options", "lean_session_options", "open_session", "optimize_into", "command", "write_optimized", "runnable", "outputs",
+__all__ = ["created", "options", "lean_session_options", "open_session", "model_compiler", "optimize_into", "command", "write_optimized", "runnable", "outputs",
            "derived", "file_stamp"]
 
 _lock = threading.Lock()
@@ -114,6 +114,17 @@ def open_session(source: str | os.PathLike | bytes, so, *, providers: Sequence[A
                                 providers=list(providers) if providers is not None else None, **extra)
 
 
+def model_compiler(so, source: str | os.PathLike | bytes, **kwargs):
+    """A new ``onnxruntime.ModelCompiler`` of *source* (a path or a serialized model) with options *so* and
+    *kwargs* as onnxruntime takes them; counted as a session (it builds one to compile)."""
+    global _created
+    import onnxruntime as ort
+
+    with _lock:
+        _created += 1
+    return ort.ModelCompiler(so, source if isinstance(source, bytes) else str(source), **kwargs)
+
+
 def optimize_into(source: str | os.PathLike | bytes, so, out: pathlib.Path, *, folder: str | os.PathLike | None = None,
                   disabled_optimizers: Sequence[str] | None = None) -> pathlib.Path:
     """Have onnxruntime write to *out* the model *source* (a path, or a serialized model whose external data is in
@@ -132,15 +143,16 @@ def optimize_into(source: str | os.PathLike | bytes, so, out: pathlib.Path, *, f
     """
     out = pathlib.Path(out)
     base = pathlib.Path(folder if isinstance(source, bytes) else pathlib.Path(source).parent)
-    compiled = _compilable(source, base, out, so)
+    data = out.parent / _config(so, _DATA_FILE, out.name + ".data")  # (the external initializers' file)
+    compiled = _compilable(source, base, out, data, so)
     if compiled is not None:
         source, base = compiled
         try:
-            _compile_optimized(source, so, out, base.resolve(), disabled_optimizers)
+            _compile_optimized(source, so, out, data, base.resolve(), disabled_optimizers)
             return out
         except Exception:  # (what the compiler cannot write, a tensor numpy has no type for ...: a session does)
             so.optimized_model_filepath = str(out)
-            out.parent.joinpath(_config(so, _DATA_FILE, out.name + ".data") + ".new").unlink(missing_ok=True)
+            data.with_name(data.name + ".new").unlink(missing_ok=True)
     open_session(source, so, disabled_optimizers=disabled_optimizers)
     return out
 
@@ -150,13 +162,14 @@ def optimize_into(source: str | os.PathLike | bytes, so, out: pathlib.Path, *, f
 _GRAPH_BYTES = 64 << 20
 
 
-def _compilable(source: str | os.PathLike | bytes, base: pathlib.Path, out: pathlib.Path, so
-                ) -> tuple[str | os.PathLike | bytes, pathlib.Path] | None:
+def _compilable(source: str | os.PathLike | bytes, base: pathlib.Path, out: pathlib.Path, data_file: pathlib.Path,
+                so) -> tuple[str | os.PathLike | bytes, pathlib.Path] | None:
     """What onnxruntime's model compiler writes *out* from, and the folder of its external data, for a model (a
     file, or its bytes with its external data in *base*) whose weights are in external data files and whose view
     the compiler writes as a session does (:func:`mobile_ep.model_io.protos.external_files`); ``None`` for
     another (a session writes it).  Files of a folder other than *out*'s are copied into it (the system's file
-    copy: no weight passes through Python) and the model is given as bytes, *so* told where its data is."""
+    copy: no weight passes through Python; none named as *out* or its external initializers' file *data_file*) and the
+    model is given as bytes, *so* told where its data is."""
     import shutil
 
     from mobile_ep.model_io.protos import external_files
@@ -174,8 +187,7 @@ def _compilable(source: str | os.PathLike | bytes, base: pathlib.Path, out: path
     base, folder = base.resolve(), out.parent.resolve()
     if base == folder:
         return source, base
-    reserved = {out.name, _config(so, _DATA_FILE, out.name + ".data")}
-    reserved |= {name + ".new" for name in reserved}
+    reserved = {out.name, data_file.name, data_file.name + ".new"}
     copies = []
     for location in sorted(locations):
         held, copy = (base / location).resolve(), (folder / location).resolve()
@@ -206,12 +218,10 @@ def _cpu_kernels() -> dict[str, list[tuple[int, int]]]:
     return found
 
 
-def _compile_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path, base: pathlib.Path,
-                       disabled_optimizers: Sequence[str] | None) -> None:
-    global _created
+def _compile_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path, data: pathlib.Path,
+                       base: pathlib.Path, disabled_optimizers: Sequence[str] | None) -> None:
     import onnxruntime as ort
 
-    data = out.parent / _config(so, _DATA_FILE, out.name + ".data")
     least = int(_config(so, "session.optimized_model_external_initializers_min_size_in_bytes", "1024"))
     pending = data.with_name(data.name + ".new")
     written = [None]  # (the external initializers' file, opened at its first tensor)
@@ -237,16 +247,13 @@ def _compile_optimized(source: str | os.PathLike | bytes, so, out: pathlib.Path,
     if disabled_optimizers:
         so.add_session_config_entry("optimization.disable_specified_optimizers", ";".join(disabled_optimizers))
     try:
-        compiler = ort.ModelCompiler(so, source if isinstance(source, bytes) else str(source),
-                                     graph_optimization_level=level, get_initializer_location_func=where)
-        compiler.compile_to_file(str(out))
+        model_compiler(so, source, graph_optimization_level=level,
+                       get_initializer_location_func=where).compile_to_file(str(out))
     finally:
         if written[0] is not None:
             written[0].close()
     if written[0] is not None:
         os.replace(pending, data)
-    with _lock:
-        _created += 1
 
 
 def _config(so, key: str, default: str) -> str:
